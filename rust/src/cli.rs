@@ -1,0 +1,440 @@
+//! Command line: parse, merge flags into the spec, plan, and launch. The edge where errors
+//! become exit codes (125: the sandbox could not start; 126/127 come from the init).
+
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Parser, Subcommand};
+
+use crate::plan::{self, HostContext, LaunchGuard, Network, Plan};
+use crate::spec::{AllowedDomains, MethodRule, Spec};
+use crate::{report, session};
+
+/// Exit status when the sandbox could not be started.
+pub const EXIT_SETUP: i32 = 125;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "agent-sandbox",
+    version,
+    about = "Run a command (an AI coding agent) in a declarative sandbox",
+    long_about = "Run a command in a sandbox that sees only the launch directory (read-write), \
+the paths you declare, and an empty $HOME. Exit status: the command's own (128+N if killed by \
+signal N); 125 if the sandbox could not start, 126 if the command is not executable, 127 if \
+it was not found."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run COMMAND in the sandbox.
+    Run(RunArgs),
+    /// Print the JSON Schema of the spec file.
+    Schema,
+    /// (internal) PID 1 inside the sandbox.
+    #[command(name = "__init", hide = true)]
+    Init {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+        command: Vec<OsString>,
+    },
+}
+
+#[derive(clap::Args, Debug, Default)]
+struct RunArgs {
+    /// Spec file written by the Nix library (flags below add to it).
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
+    /// Expose PATH (directory or file) read-write at its real location.
+    #[arg(long, value_name = "PATH")]
+    rw: Vec<String>,
+    /// Expose PATH (directory or file) read-only at its real location.
+    #[arg(long, value_name = "PATH")]
+    ro: Vec<String>,
+    /// Set an environment variable inside the sandbox.
+    #[arg(long, value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Filter the network: allow DOMAIN (and its subdomains), optionally only some methods.
+    #[arg(long, value_name = "DOMAIN[=METHOD,…]")]
+    allow_domain: Vec<String>,
+    /// No network at all.
+    #[arg(long, conflicts_with = "allow_domain")]
+    no_network: bool,
+    /// Let the sandbox reach the host's 127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT")]
+    allow_local_port: Vec<u32>,
+    /// Let the sandbox reach every port on the host's loopback.
+    #[arg(long, conflicts_with = "allow_local_port")]
+    allow_all_local_ports: bool,
+    /// Let the agent use Nix (the store read-only, the daemon reachable).
+    #[arg(long)]
+    allow_nix: bool,
+    /// Extra CA certificate (PEM) the proxy trusts for upstream TLS.
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Vec<String>,
+    /// Print the resolved plan (mounts, environment, network) and start nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+pub fn main() -> i32 {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // Fast path for the in-sandbox init: no clap, nothing but the command.
+    if args.get(1).is_some_and(|a| a == "__init") {
+        let mut cmd: Vec<OsString> = args[2..].to_vec();
+        if cmd.first().is_some_and(|a| a == "--") {
+            cmd.remove(0);
+        }
+        return run_init(cmd);
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_SETUP } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => run(a),
+        Command::Schema => {
+            print!("{}", crate::spec::schema_json());
+            Ok(0)
+        }
+        Command::Init { command } => Ok(run_init(command)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("agent-sandbox: error: {}", one_line(&e));
+            EXIT_SETUP
+        }
+    }
+}
+
+fn one_line(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+    }
+    s
+}
+
+#[cfg(target_os = "linux")]
+fn run_init(cmd: Vec<OsString>) -> i32 {
+    crate::linux::init::run_init(cmd)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run_init(_cmd: Vec<OsString>) -> i32 {
+    eprintln!("agent-sandbox: error: __init is only used inside the Linux sandbox");
+    EXIT_SETUP
+}
+
+/// Merge CLI flags into the spec (flags add to what the file declares).
+fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow::Result<()> {
+    for (list, rw) in [(&a.rw, true), (&a.ro, false)] {
+        for p in list {
+            let is_file = plan::normalize(p, cwd, home).is_file();
+            let target = match (rw, is_file) {
+                (true, false) => &mut spec.rw_dirs,
+                (true, true) => &mut spec.rw_files,
+                (false, false) => &mut spec.ro_dirs,
+                (false, true) => &mut spec.ro_files,
+            };
+            target.push(p.clone());
+        }
+    }
+    for kv in &a.env {
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            anyhow!("--env {kv:?} is not NAME=VALUE. Fix: write e.g. --env EDITOR=vim")
+        })?;
+        spec.env.insert(k.to_string(), v.to_string());
+    }
+    if a.no_network {
+        if spec.allowed_domains.as_ref().is_some_and(|d| !is_empty(d)) {
+            bail!("--no-network contradicts the spec's allowedDomains. Fix: drop one of them");
+        }
+        spec.allowed_domains = Some(AllowedDomains::List(vec![]));
+    }
+    if !a.allow_domain.is_empty() {
+        let mut rules: std::collections::BTreeMap<String, MethodRule> = match spec.allowed_domains.take() {
+            None => Default::default(),
+            Some(AllowedDomains::List(l)) => l
+                .into_iter()
+                .map(|d| (d, MethodRule::Any("*".into())))
+                .collect(),
+            Some(AllowedDomains::Rules(r)) => r,
+        };
+        for item in &a.allow_domain {
+            let (domain, rule) = match item.split_once('=') {
+                None => (item.clone(), MethodRule::Any("*".into())),
+                Some((d, "*")) => (d.to_string(), MethodRule::Any("*".into())),
+                Some((d, m)) => (
+                    d.to_string(),
+                    MethodRule::Methods(
+                        m.split(',')
+                            .map(|x| x.trim().to_ascii_uppercase())
+                            .filter(|x| !x.is_empty())
+                            .collect(),
+                    ),
+                ),
+            };
+            rules.insert(domain, rule);
+        }
+        spec.allowed_domains = Some(AllowedDomains::Rules(rules));
+    }
+    if a.allow_all_local_ports {
+        spec.allowed_local_ports = None;
+    } else if !a.allow_local_port.is_empty() {
+        if let Some(p) = spec.allowed_local_ports.as_mut() {
+            p.extend(&a.allow_local_port);
+        }
+    }
+    spec.allow_nix |= a.allow_nix;
+    spec.upstream_ca_files.extend(a.upstream_ca.iter().cloned());
+    spec.validate()?;
+    Ok(())
+}
+
+fn is_empty(d: &AllowedDomains) -> bool {
+    match d {
+        AllowedDomains::List(l) => l.is_empty(),
+        AllowedDomains::Rules(r) => r.is_empty(),
+    }
+}
+
+fn host_home() -> anyhow::Result<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| anyhow!("HOME is not set. Fix: set HOME to your home directory"))?;
+    let canon = std::fs::canonicalize(&home).with_context(|| {
+        format!(
+            "HOME={} does not exist. Fix: set HOME to an existing directory",
+            Path::new(&home).display()
+        )
+    })?;
+    if canon == Path::new("/") {
+        // Fail closed: an empty tmpfs over / would make no sense, and / as home hides nothing.
+        bail!("HOME is /. Fix: set HOME to a real home directory");
+    }
+    Ok(canon)
+}
+
+fn find_bwrap() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("AGENT_SANDBOX_BWRAP") {
+        return Ok(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
+        let c = dir.join("bwrap");
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    bail!(
+        "bubblewrap (bwrap) was not found on PATH. Fix: install it (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap) or set AGENT_SANDBOX_BWRAP to its path"
+    )
+}
+
+/// Features specified but not enforceable by this build: refuse rather than run less confined.
+fn refuse_unsupported(plan: &Plan, spec: &Spec) -> anyhow::Result<()> {
+    if let Network::Filtered(_) = plan.network {
+        bail!(
+            "allowedDomains filtering needs the proxy, which this build does not include yet. Fix: use --no-network (allowedDomains = []) or leave allowedDomains unset for open network"
+        );
+    }
+    if plan.network == Network::Blocked && plan.allowed_local_ports != Some(vec![]) {
+        bail!(
+            "allowedLocalPorts with a blocked network needs the port bridge, which this build does not include yet. Fix: remove allowedLocalPorts"
+        );
+    }
+    if spec.allow_nix {
+        bail!("allowNix is not supported by this build yet. Fix: remove allowNix / --allow-nix");
+    }
+    Ok(())
+}
+
+fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let home = host_home()?;
+    let cwd_raw = std::env::current_dir()
+        .context("cannot read the current directory. Fix: cd into an existing directory")?;
+    let cwd = std::fs::canonicalize(&cwd_raw).context("cannot resolve the current directory")?;
+
+    let mut spec = match &a.spec {
+        Some(f) => Spec::from_file(f)?,
+        None => Spec::new(),
+    };
+    merge_flags(&mut spec, &a, &cwd, &home)?;
+
+    let out_hint = spec
+        .out_name
+        .clone()
+        .or_else(|| {
+            spec.program
+                .as_ref()
+                .map(PathBuf::from)
+                .or_else(|| a.command.first().map(PathBuf::from))
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        })
+        .unwrap_or_else(|| "sandbox".into())
+        .replace(|c: char| c == '/' || c.is_control(), "_");
+    let base = session::base_dir(std::env::var("XDG_STATE_HOME").ok().as_deref(), &home);
+    let name = session::session_name(std::time::SystemTime::now(), std::process::id(), &out_hint);
+    let session_dir = base.join(&name);
+
+    let helper_exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("cannot locate the agent-sandbox executable")?;
+    let host = HostContext {
+        cwd,
+        home,
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        term: std::env::var("TERM").ok(),
+        session_dir: session_dir.clone(),
+        helper_exe,
+    };
+    let plan = plan::build(&spec, &a.command, &host)?;
+    refuse_unsupported(&plan, &spec)?;
+    check_session_dir_hidden(&plan, &session_dir)?;
+
+    let bwrap = find_bwrap()?;
+    let argv = crate::linux::bwrap::argv(&plan);
+    if a.dry_run {
+        print!("{}", report::render(&plan, &bwrap.to_string_lossy(), &argv));
+        return Ok(0);
+    }
+
+    if plan.guard == LaunchGuard::Confirm {
+        confirm_home_launch(&plan.cwd)?;
+    }
+
+    let dir = session::create(&base, &name)?;
+    session::rotate(&base, session::KEEP_SESSIONS);
+    for (f, contents) in &plan.session_files {
+        session::write_file(&dir, f, contents.as_bytes())?;
+    }
+    let argv_json = serde_json::to_string_pretty(
+        &std::iter::once(bwrap.to_string_lossy().into_owned())
+            .chain(argv.iter().map(|x| x.to_string_lossy().into_owned()))
+            .collect::<Vec<_>>(),
+    )?;
+    session::write_file(&dir, "argv.json", argv_json.as_bytes())?;
+    session::write_file(
+        &dir,
+        "launch.log",
+        report::render(&plan, &bwrap.to_string_lossy(), &argv).as_bytes(),
+    )?;
+    create_placeholders(&plan)?;
+    for w in &plan.warnings {
+        eprintln!("agent-sandbox: warning: {w}");
+    }
+    if plan.network == Network::Open {
+        eprintln!(
+            "agent-sandbox: warning: open network mode shares the host network in this build (host services on loopback are reachable); use --no-network to cut it"
+        );
+    }
+    launch(&bwrap, &argv)
+}
+
+#[cfg(target_os = "linux")]
+fn launch(bwrap: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
+    use crate::linux::supervise::{Outcome, supervise};
+    match supervise(bwrap, argv)? {
+        Outcome::Exited(code) => Ok(code),
+        Outcome::SetupFailed { bwrap_status } => {
+            eprintln!(
+                "agent-sandbox: error: bubblewrap could not set up the sandbox (status {bwrap_status}; its message is above). If it mentions namespaces, uid maps or permissions, unprivileged user namespaces are unavailable: on Ubuntu 24.04+ run `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or install an AppArmor profile for bwrap); elsewhere check `sysctl user.max_user_namespaces`"
+            );
+            Ok(EXIT_SETUP)
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn launch(_bwrap: &Path, _argv: &[OsString]) -> anyhow::Result<i32> {
+    bail!("this build cannot launch sandboxes on this OS yet")
+}
+
+/// The session dir holds the launch log and identity files: the agent must not write there.
+fn check_session_dir_hidden(plan: &Plan, session_dir: &Path) -> anyhow::Result<()> {
+    for m in &plan.mounts {
+        if let plan::Mount::Bind { src, .. } = m {
+            if session_dir.starts_with(src) {
+                // Fail closed: the agent could rewrite the identity files of the next session.
+                bail!(
+                    "the session directory {} would lie inside the read-write path {}. Fix: set XDG_STATE_HOME to a directory outside every read-write path",
+                    session_dir.display(),
+                    src.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn create_placeholders(plan: &Plan) -> anyhow::Result<()> {
+    use crate::git::PlaceholderKind;
+    for (p, kind) in &plan.placeholders {
+        let r = match kind {
+            PlaceholderKind::Dir => std::fs::create_dir_all(p),
+            PlaceholderKind::File => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map(|_| ()),
+        };
+        r.with_context(|| {
+            format!(
+                "cannot create the protected git placeholder {} (it keeps the agent from planting it)",
+                p.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Launching from $HOME exposes all of it read-write: ask on the terminal, never on stdin.
+fn confirm_home_launch(cwd: &Path) -> anyhow::Result<()> {
+    let refuse = || {
+        anyhow!(
+            "refusing to launch from your home directory {} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y",
+            cwd.display()
+        )
+    };
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return Err(refuse());
+    };
+    let mut w = &tty;
+    let _ = write!(
+        w,
+        "agent-sandbox: you are launching from your home directory {}; all of it will be writable by the sandboxed command. continue? [y/N] ",
+        cwd.display()
+    );
+    let _ = w.flush();
+    let mut line = String::new();
+    std::io::BufReader::new(&tty)
+        .read_line(&mut line)
+        .map_err(|_| refuse())?;
+    if matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+        Ok(())
+    } else {
+        Err(refuse())
+    }
+}

@@ -1,0 +1,12 @@
+//! agent-sandbox: run AI coding agents in a declarative sandbox.
+//!
+//! Input flows in two phases: `spec` (deserialised, validated, nothing touched) → `plan`
+//! (canonical paths, checked symlinks, git layout). The backends derive their argv from the plan.
+pub mod cli;
+pub mod git;
+pub mod linux;
+pub mod plan;
+pub mod report;
+pub mod session;
+pub mod spec;
+pub mod symlinks;

@@ -1,0 +1,208 @@
+//! Plan → bubblewrap argv. Pure: the exact argv is unit-tested, order included.
+
+use std::ffi::OsString;
+
+use crate::plan::{INIT_PATH, Mount, Network, Plan, HOSTNAME};
+
+/// Namespace and hardening flags, in the order emitted.
+fn base_flags(plan: &Plan) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![
+        // The sandbox must not outlive its launcher (which later also runs the proxy).
+        "--die-with-parent".into(),
+        "--unshare-user".into(),
+        // No nested user namespaces: they are kernel attack surface and could re-grant caps.
+        "--disable-userns".into(),
+        "--unshare-pid".into(),
+        "--unshare-ipc".into(),
+        "--unshare-uts".into(),
+        "--unshare-cgroup-try".into(),
+    ];
+    if plan.network != Network::Open {
+        // Fail closed: anything but open mode starts with no network at all.
+        a.push("--unshare-net".into());
+    }
+    a.extend([
+        "--hostname".into(),
+        HOSTNAME.into(),
+        "--uid".into(),
+        plan.uid.to_string().into(),
+        "--gid".into(),
+        plan.gid.to_string().into(),
+        // Root launching us must not hand the agent root's capabilities inside.
+        "--cap-drop".into(),
+        "ALL".into(),
+        // Our init is PID 1: it forwards signals, reaps, and installs the seccomp filter.
+        "--as-pid-1".into(),
+        "--clearenv".into(),
+    ]);
+    a
+}
+
+/// The whole bwrap argument list (without the program name).
+pub fn argv(plan: &Plan) -> Vec<OsString> {
+    let mut a = base_flags(plan);
+    for (k, v) in &plan.env {
+        a.push("--setenv".into());
+        a.push(k.into());
+        a.push(v.into());
+    }
+    for m in &plan.mounts {
+        match m {
+            Mount::RoBind { src, dest } => {
+                a.extend(["--ro-bind".into(), src.into(), dest.into()]);
+            }
+            Mount::Bind { src, dest } => {
+                a.extend(["--bind".into(), src.into(), dest.into()]);
+            }
+            Mount::Tmpfs { dest } => a.extend(["--tmpfs".into(), dest.into()]),
+            Mount::Proc { dest } => a.extend(["--proc".into(), dest.into()]),
+            Mount::Dev { dest } => a.extend(["--dev".into(), dest.into()]),
+            Mount::Symlink { target, dest } => {
+                a.extend(["--symlink".into(), target.into(), dest.into()]);
+            }
+        }
+    }
+    a.push("--chdir".into());
+    a.push(plan.cwd.clone().into());
+    a.push("--".into());
+    a.push(INIT_PATH.into());
+    a.push("__init".into());
+    a.push("--".into());
+    a.extend(plan.command.iter().cloned());
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::LaunchGuard;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn plan(network: Network) -> Plan {
+        Plan {
+            out_name: "claude".into(),
+            command: vec!["claude".into(), "--yolo".into(), "a b\n'c'".into()],
+            cwd: "/home/u/my proj".into(),
+            home: "/home/u".into(),
+            uid: 1000,
+            gid: 100,
+            mounts: vec![
+                Mount::RoBind {
+                    src: "/nix/store/abc-bash".into(),
+                    dest: "/nix/store/abc-bash".into(),
+                },
+                Mount::Symlink {
+                    target: "/nix/store/abc-bash/bin/sh".into(),
+                    dest: "/bin/sh".into(),
+                },
+                Mount::Proc {
+                    dest: "/proc".into(),
+                },
+                Mount::Dev {
+                    dest: "/dev".into(),
+                },
+                Mount::Tmpfs {
+                    dest: "/home/u".into(),
+                },
+                Mount::Bind {
+                    src: "/home/u/my proj".into(),
+                    dest: "/home/u/my proj".into(),
+                },
+            ],
+            env: BTreeMap::from([
+                ("HOME".to_string(), "/home/u".to_string()),
+                ("PATH".to_string(), "/nix/store/abc-bash/bin".to_string()),
+            ]),
+            network,
+            allowed_local_ports: Some(vec![]),
+            guard: LaunchGuard::Ok,
+            placeholders: vec![],
+            session_files: vec![],
+            warnings: vec![],
+        }
+    }
+
+    fn strs(v: &[OsString]) -> Vec<&str> {
+        v.iter().map(|s| s.to_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn exact_argv_open_network() {
+        let a = argv(&plan(Network::Open));
+        assert_eq!(
+            strs(&a),
+            [
+                "--die-with-parent",
+                "--unshare-user",
+                "--disable-userns",
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+                "--hostname",
+                "sandbox",
+                "--uid",
+                "1000",
+                "--gid",
+                "100",
+                "--cap-drop",
+                "ALL",
+                "--as-pid-1",
+                "--clearenv",
+                "--setenv",
+                "HOME",
+                "/home/u",
+                "--setenv",
+                "PATH",
+                "/nix/store/abc-bash/bin",
+                "--ro-bind",
+                "/nix/store/abc-bash",
+                "/nix/store/abc-bash",
+                "--symlink",
+                "/nix/store/abc-bash/bin/sh",
+                "/bin/sh",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--tmpfs",
+                "/home/u",
+                "--bind",
+                "/home/u/my proj",
+                "/home/u/my proj",
+                "--chdir",
+                "/home/u/my proj",
+                "--",
+                "/run/agent-sandbox/agent-sandbox",
+                "__init",
+                "--",
+                "claude",
+                "--yolo",
+                "a b\n'c'",
+            ]
+        );
+    }
+
+    #[test]
+    fn blocked_and_filtered_unshare_net() {
+        for n in [
+            Network::Blocked,
+            Network::Filtered(BTreeMap::from([("example.com".to_string(), None)])),
+        ] {
+            let a = argv(&plan(n));
+            let i = a.iter().position(|x| x == "--unshare-net").unwrap();
+            assert_eq!(a[i - 1], "--unshare-cgroup-try");
+            assert_eq!(a[i + 1], "--hostname");
+        }
+        let open = argv(&plan(Network::Open));
+        assert!(!open.iter().any(|x| x == "--unshare-net"));
+    }
+
+    #[test]
+    fn command_follows_init_verbatim() {
+        let a = argv(&plan(Network::Open));
+        let tail: Vec<PathBuf> = a[a.len() - 3..].iter().map(PathBuf::from).collect();
+        assert_eq!(tail[2], PathBuf::from("a b\n'c'"));
+    }
+}

@@ -1,0 +1,52 @@
+//! Linux-only mechanisms: the in-sandbox PID 1, its seccomp filter, and the launcher's
+//! supervision of bwrap.
+
+pub mod bwrap;
+pub mod init;
+pub mod seccomp;
+pub mod supervise;
+
+/// Helpers for tests that need a process of their own: signal masks, seccomp filters and
+/// `waitpid(-1)` must not leak into (or be disturbed by) the multi-threaded test harness.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::time::{Duration, Instant};
+
+    use nix::sys::signal::{Signal, kill};
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, Pid, fork};
+
+    /// Forks; the child runs `body` and `_exit`s with its result (101 if it panics).
+    ///
+    /// After `fork` only the calling thread exists in the child. The bodies used here allocate
+    /// and spawn processes, which glibc and std support after fork in practice; they never touch
+    /// locks other test threads could be holding for long (no env mutation, no stdout locking).
+    pub(crate) fn run_in_fork(body: impl FnOnce() -> i32) -> Pid {
+        match unsafe { fork() }.expect("fork") {
+            ForkResult::Parent { child } => child,
+            ForkResult::Child => {
+                let code =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(101);
+                unsafe { libc::_exit(code) }
+            }
+        }
+    }
+
+    /// Waits for `pid` and returns its exit code (128+N if killed by signal N). Kills it and
+    /// panics after `timeout`, so a hung test fails instead of blocking the suite.
+    pub(crate) fn wait_code(pid: Pid, timeout: Duration) -> i32 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match waitpid(pid, Some(WaitPidFlag::WNOHANG)).expect("waitpid") {
+                WaitStatus::Exited(_, code) => return code,
+                WaitStatus::Signaled(_, sig, _) => return 128 + sig as i32,
+                _ if Instant::now() > deadline => {
+                    let _ = kill(pid, Signal::SIGKILL);
+                    let _ = waitpid(pid, None);
+                    panic!("child {pid} did not finish within {timeout:?}");
+                }
+                _ => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+}

@@ -1,0 +1,737 @@
+//! Phase two: the resolved plan. Canonical paths, checked symlink targets, the git layout, the
+//! environment and the network mode, all decided here. Everything after (the bwrap argv, the
+//! dry-run text) is a pure function of the plan.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+use crate::git::{self, GitView, PlaceholderKind};
+use crate::spec::{AllowedDomains, MethodRule, Spec, normalize_domain};
+use crate::symlinks::{self, Permitted, Resolved};
+
+/// Where the helper binary appears inside the sandbox (it runs there as PID 1).
+pub const INIT_PATH: &str = "/run/agent-sandbox/agent-sandbox";
+
+/// Hostname inside the sandbox.
+pub const HOSTNAME: &str = "sandbox";
+
+/// Host directories exposed read-only in host-system mode (no closure).
+pub const HOST_SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// `/etc` entries programs need in host-system mode: TLS roots, the dynamic loader's cache,
+/// Debian alternatives, time zone, name service configuration. Nothing with secrets.
+pub const HOST_ETC_ENTRIES: &[&str] = &[
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/resolv.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/mime.types",
+    "/etc/terminfo",
+];
+
+/// Standard `PATH` in host-system mode.
+pub const HOST_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+
+/// Upper bound on entries visited when scanning declared directories for symlinks.
+pub const SCAN_LIMIT: usize = 200_000;
+
+/// One mount, in bwrap's vocabulary. Order in `Plan::mounts` is the order applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mount {
+    RoBind { src: PathBuf, dest: PathBuf },
+    Bind { src: PathBuf, dest: PathBuf },
+    Tmpfs { dest: PathBuf },
+    Proc { dest: PathBuf },
+    Dev { dest: PathBuf },
+    Symlink { target: PathBuf, dest: PathBuf },
+}
+
+impl Mount {
+    pub fn dest(&self) -> &Path {
+        match self {
+            Mount::RoBind { dest, .. }
+            | Mount::Bind { dest, .. }
+            | Mount::Tmpfs { dest }
+            | Mount::Proc { dest }
+            | Mount::Dev { dest }
+            | Mount::Symlink { dest, .. } => dest,
+        }
+    }
+}
+
+/// The network mode the sandbox gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// `allowedDomains` unset.
+    Open,
+    /// `allowedDomains = []` / `--no-network`: no network namespace route at all.
+    Blocked,
+    /// Filtered through the proxy: normalised domain → `None` (every method) or methods.
+    Filtered(BTreeMap<String, Option<Vec<String>>>),
+}
+
+/// Whether the launch directory needs the user's confirmation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchGuard {
+    Ok,
+    /// Launched from `$HOME` itself: ask on the terminal.
+    Confirm,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub out_name: String,
+    pub command: Vec<OsString>,
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub mounts: Vec<Mount>,
+    pub env: BTreeMap<String, String>,
+    pub network: Network,
+    pub allowed_local_ports: Option<Vec<u16>>,
+    pub guard: LaunchGuard,
+    /// Protected git paths that must be created empty before launch.
+    pub placeholders: Vec<(PathBuf, PlaceholderKind)>,
+    /// Files the launcher writes into the session directory before launch (name, contents).
+    pub session_files: Vec<(String, String)>,
+    pub warnings: Vec<String>,
+}
+
+/// What the planner needs to know about the host. Gathered by the caller; passed in so the
+/// planner is deterministic under test.
+#[derive(Debug, Clone)]
+pub struct HostContext {
+    /// Canonical launch directory.
+    pub cwd: PathBuf,
+    /// Canonical `$HOME`.
+    pub home: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub term: Option<String>,
+    /// The private per-session directory (outside every bind).
+    pub session_dir: PathBuf,
+    /// The helper's own executable, bound inside at `INIT_PATH`.
+    pub helper_exe: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Git(#[from] git::GitError),
+    #[error(transparent)]
+    Symlink(#[from] symlinks::SymlinkError),
+}
+
+pub type Result<T> = std::result::Result<T, PlanError>;
+
+/// Lexical normalisation: absolute (against `base`), `.` and `..` folded, `~/` = home.
+pub fn normalize(p: &str, base: &Path, home: &Path) -> PathBuf {
+    let raw = if p == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = p.strip_prefix("~/") {
+        home.join(rest)
+    } else {
+        base.join(p)
+    };
+    let mut out = PathBuf::from("/");
+    for c in raw.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Decide whether the launch directory is acceptable. Compares canonical paths, so a
+/// symlinked `/home` cannot make `$HOME`'s parent look like a project directory.
+pub fn launch_guard(cwd: &Path, home: &Path) -> Result<LaunchGuard> {
+    if cwd == Path::new("/") {
+        // Fail closed: exposing / read-write would hand the agent the whole machine.
+        return Err(PlanError::Refused(
+            "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first".into(),
+        ));
+    }
+    if cwd == home {
+        return Ok(LaunchGuard::Confirm);
+    }
+    if home.starts_with(cwd) {
+        // Fail closed: a directory above $HOME would expose every file of the user.
+        return Err(PlanError::Refused(format!(
+            "refusing to launch from {} because it contains your home directory {} (it would be exposed read-write). Fix: cd into your project directory first",
+            cwd.display(),
+            home.display()
+        )));
+    }
+    Ok(LaunchGuard::Ok)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Dir,
+    File,
+}
+
+struct Declared {
+    path: PathBuf,
+    rw: bool,
+    kind: Kind,
+    field: &'static str,
+}
+
+/// Build the plan. Reads the filesystem (canonicalisation, git metadata, symlink scan);
+/// writes nothing.
+pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan> {
+    let mut warnings = Vec::new();
+    let guard = launch_guard(&host.cwd, &host.home)?;
+
+    let command = command_line(spec, args)?;
+    let out_name = spec.out_name.clone().unwrap_or_else(|| {
+        Path::new(&command[0])
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "sandbox".into())
+    });
+
+    // --- system layer -------------------------------------------------------------
+    let mut system: Vec<Mount> = Vec::new();
+    let mut permitted_roots: Vec<PathBuf> = Vec::new();
+    let path_var;
+    match &spec.closure {
+        None => {
+            for dir in HOST_SYSTEM_DIRS {
+                let p = Path::new(dir);
+                match std::fs::symlink_metadata(p) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        // Merged-/usr hosts: keep /bin -> usr/bin a symlink, as on the host.
+                        if let Ok(t) = std::fs::read_link(p) {
+                            system.push(Mount::Symlink {
+                                target: t,
+                                dest: p.into(),
+                            });
+                        }
+                    }
+                    Ok(m) if m.is_dir() => {
+                        system.push(Mount::RoBind {
+                            src: p.into(),
+                            dest: p.into(),
+                        });
+                        permitted_roots.push(p.into());
+                    }
+                    _ => {}
+                }
+            }
+            for entry in HOST_ETC_ENTRIES {
+                let p = Path::new(entry);
+                // resolv.conf is bound as the network mode requires, below.
+                if *entry == "/etc/resolv.conf" || !p.exists() {
+                    continue;
+                }
+                system.push(Mount::RoBind {
+                    src: p.into(),
+                    dest: p.into(),
+                });
+            }
+            path_var = spec
+                .path
+                .as_ref()
+                .map(|p| p.join(":"))
+                .unwrap_or_else(|| HOST_PATH.into());
+        }
+        Some(closure) => {
+            let mut missing = Vec::new();
+            for p in closure {
+                let p = PathBuf::from(p);
+                if !p.exists() {
+                    missing.push(p.display().to_string());
+                    continue;
+                }
+                system.push(Mount::RoBind {
+                    src: p.clone(),
+                    dest: p.clone(),
+                });
+                permitted_roots.push(p);
+            }
+            if !missing.is_empty() {
+                // Fail closed: a closure with holes means the spec does not match this store.
+                return Err(PlanError::Refused(format!(
+                    "{} closure path(s) do not exist: {}. Fix: rebuild the sandbox so its spec matches the Nix store",
+                    missing.len(),
+                    missing.join(", ")
+                )));
+            }
+            let entries = spec.path.clone().unwrap_or_default();
+            path_var = entries.join(":");
+            // /bin/sh and /usr/bin/env: scripts' shebangs need them.
+            for (want, dest) in [("sh", "/bin/sh"), ("env", "/usr/bin/env")] {
+                match entries
+                    .iter()
+                    .map(|d| Path::new(d).join(want))
+                    .find(|c| c.exists())
+                {
+                    Some(found) => system.push(Mount::Symlink {
+                        target: found,
+                        dest: dest.into(),
+                    }),
+                    None => warnings.push(format!(
+                        "no `{want}` on the sandbox PATH, so {dest} does not exist inside; add bash/coreutils to allowedPackages"
+                    )),
+                }
+            }
+        }
+    }
+
+    // --- declared paths -------------------------------------------------------------
+    let mut declared = Vec::new();
+    for (field, list, rw, kind) in [
+        ("rwDirs", &spec.rw_dirs, true, Kind::Dir),
+        ("rwFiles", &spec.rw_files, true, Kind::File),
+        ("roDirs", &spec.ro_dirs, false, Kind::Dir),
+        ("roFiles", &spec.ro_files, false, Kind::File),
+    ] {
+        for p in list {
+            declared.push(Declared {
+                path: normalize(p, &host.cwd, &host.home),
+                rw,
+                kind,
+                field,
+            });
+        }
+    }
+
+    // --- git --------------------------------------------------------------------------
+    let mut git_rw: Vec<PathBuf> = Vec::new();
+    let mut git_ro: Vec<PathBuf> = Vec::new();
+    let mut placeholders = Vec::new();
+    let mut repo_root = None;
+    match git::inspect(&host.cwd, &host.home)? {
+        GitView::NoRepo => {}
+        GitView::Refused { warning, .. } => warnings.push(warning),
+        GitView::Repo(layout) => {
+            repo_root = Some(layout.root.clone());
+            git_rw = layout.rw_dirs;
+            git_ro = layout.ro_paths;
+            placeholders = layout.placeholders;
+            warnings.extend(layout.notes);
+            if !git_identity_declared(spec, &declared, &host.home) {
+                warnings.push(
+                    "no git identity declared, so `git commit` will fail inside (user.useConfigOnly). Fix: set env GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL/GIT_COMMITTER_NAME/GIT_COMMITTER_EMAIL, or declare ~/.gitconfig in roFiles".into(),
+                );
+            }
+        }
+    }
+
+    permitted_roots.push(host.cwd.clone());
+    permitted_roots.extend(repo_root.iter().cloned());
+    permitted_roots.extend(git_rw.iter().cloned());
+    // Declared paths that are not symlinks are permitted places for the others.
+    for d in &declared {
+        if let Ok(c) = std::fs::canonicalize(&d.path) {
+            if c == d.path {
+                permitted_roots.push(c);
+            }
+        }
+    }
+    let permitted = Permitted::new(permitted_roots);
+
+    let mut missing = Vec::new();
+    let mut wrong_kind = Vec::new();
+    let mut user_mounts: Vec<(PathBuf, PathBuf, bool)> = Vec::new(); // (src, dest, rw)
+    for d in &declared {
+        let (src, dest) = match symlinks::resolve_declared(&d.path, &permitted)? {
+            Resolved::Direct(p) => (p.clone(), p),
+            Resolved::ViaLink { declared, target } => (target, declared),
+            r @ Resolved::Refused { .. } => {
+                warnings.extend(symlinks::refused_warning(&r));
+                continue;
+            }
+            Resolved::Missing(p) => {
+                missing.push(format!("{} ({})", p.display(), d.field));
+                continue;
+            }
+        };
+        let is_dir = src.is_dir();
+        if is_dir != (d.kind == Kind::Dir) {
+            let (is, belongs) = if is_dir {
+                ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
+            } else {
+                ("a file", if d.rw { "rwFiles" } else { "roFiles" })
+            };
+            wrong_kind.push(format!(
+                "{} ({}) is {is}; declare it in {belongs}",
+                d.path.display(),
+                d.field
+            ));
+            continue;
+        }
+        if is_dir {
+            let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
+            warnings.extend(symlinks::scan_warning(&report));
+        }
+        user_mounts.push((src, dest, d.rw));
+    }
+    if !missing.is_empty() || !wrong_kind.is_empty() {
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            parts.push(format!(
+                "{} declared path(s) do not exist: {}. Fix: create them (e.g. mkdir -p / touch) or remove them from the sandbox declaration",
+                missing.len(),
+                missing.join(", ")
+            ));
+        }
+        if !wrong_kind.is_empty() {
+            parts.push(wrong_kind.join("; "));
+        }
+        // Fail closed: a declaration we cannot honour exactly is not silently dropped.
+        return Err(PlanError::Refused(parts.join(". ")));
+    }
+
+    // --- assemble, shallow before deep ------------------------------------------------
+    // Each bind hides what an earlier mount put below its destination, so mounts are
+    // ordered by depth; for the same destination the most protective entry wins.
+    let mut layered: Vec<(u8, Mount)> = Vec::new(); // (priority, mount)
+    let tmp = PathBuf::from("/tmp");
+    layered.push((0, Mount::Tmpfs { dest: tmp }));
+    layered.push((0, Mount::Tmpfs { dest: "/run".into() }));
+    layered.push((
+        0,
+        Mount::Tmpfs {
+            dest: host.home.clone(),
+        },
+    ));
+    if let Some(root) = &repo_root {
+        if root != &host.cwd {
+            layered.push((
+                1,
+                Mount::RoBind {
+                    src: root.clone(),
+                    dest: root.clone(),
+                },
+            ));
+        }
+    }
+    for (src, dest, rw) in user_mounts {
+        let m = if rw {
+            Mount::Bind { src, dest }
+        } else {
+            Mount::RoBind { src, dest }
+        };
+        layered.push((if rw { 2 } else { 1 }, m));
+    }
+    layered.push((
+        3,
+        Mount::Bind {
+            src: host.cwd.clone(),
+            dest: host.cwd.clone(),
+        },
+    ));
+    for d in &git_rw {
+        layered.push((
+            3,
+            Mount::Bind {
+                src: d.clone(),
+                dest: d.clone(),
+            },
+        ));
+    }
+    for p in &git_ro {
+        layered.push((
+            4,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: p.clone(),
+            },
+        ));
+    }
+    for (p, _) in &placeholders {
+        layered.push((
+            4,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: p.clone(),
+            },
+        ));
+    }
+    let mut by_dest: BTreeMap<PathBuf, (u8, usize)> = BTreeMap::new();
+    for (i, (prio, m)) in layered.iter().enumerate() {
+        let e = by_dest.entry(m.dest().to_path_buf()).or_insert((*prio, i));
+        if *prio >= e.0 {
+            *e = (*prio, i);
+        }
+    }
+    let mut keep: Vec<(usize, usize)> = by_dest
+        .values()
+        .map(|(_, i)| (layered[*i].1.dest().components().count(), *i))
+        .collect();
+    keep.sort();
+
+    let mut mounts = system;
+    mounts.push(Mount::Proc {
+        dest: "/proc".into(),
+    });
+    mounts.push(Mount::Dev {
+        dest: "/dev".into(),
+    });
+    // Synthetic identity files: one line, no host user names.
+    mounts.push(Mount::RoBind {
+        src: host.session_dir.join("passwd"),
+        dest: "/etc/passwd".into(),
+    });
+    mounts.push(Mount::RoBind {
+        src: host.session_dir.join("group"),
+        dest: "/etc/group".into(),
+    });
+    let mut session_files = vec![
+        (
+            "passwd".to_string(),
+            format!(
+                "sandbox:x:{}:{}:sandbox:{}:/bin/sh\n",
+                host.uid,
+                host.gid,
+                host.home.display()
+            ),
+        ),
+        ("group".to_string(), format!("sandbox:x:{}:\n", host.gid)),
+    ];
+    if spec.closure.is_some() {
+        session_files.push(("hosts".into(), "127.0.0.1 localhost\n::1 localhost\n".into()));
+        session_files.push(("nsswitch.conf".into(), "hosts: files dns\n".into()));
+        for f in ["hosts", "nsswitch.conf"] {
+            mounts.push(Mount::RoBind {
+                src: host.session_dir.join(f),
+                dest: Path::new("/etc").join(f),
+            });
+        }
+    }
+    // The kernel command line and boot id identify the host; mask them.
+    mounts.push(Mount::RoBind {
+        src: "/dev/null".into(),
+        dest: "/proc/cmdline".into(),
+    });
+    mounts.push(Mount::RoBind {
+        src: host.session_dir.join("boot_id"),
+        dest: "/proc/sys/kernel/random/boot_id".into(),
+    });
+    session_files.push((
+        "boot_id".into(),
+        "00000000-0000-4000-8000-000000000000\n".into(),
+    ));
+
+    let network = network_mode(spec);
+    match network {
+        Network::Open => {
+            if Path::new("/etc/resolv.conf").exists() {
+                mounts.push(Mount::RoBind {
+                    src: "/etc/resolv.conf".into(),
+                    dest: "/etc/resolv.conf".into(),
+                });
+            }
+        }
+        Network::Blocked | Network::Filtered(_) => {
+            // No DNS inside: the proxy (if any) resolves names after its policy check.
+            session_files.push(("resolv.conf".into(), String::new()));
+            mounts.push(Mount::RoBind {
+                src: host.session_dir.join("resolv.conf"),
+                dest: "/etc/resolv.conf".into(),
+            });
+        }
+    }
+
+    for (_, i) in keep {
+        mounts.push(layered[i].1.clone());
+    }
+    mounts.push(Mount::RoBind {
+        src: host.helper_exe.clone(),
+        dest: INIT_PATH.into(),
+    });
+
+    // --- environment ----------------------------------------------------------------------
+    let mut env = BTreeMap::new();
+    env.insert("HOME".into(), host.home.display().to_string());
+    env.insert("PATH".into(), path_var);
+    env.insert("TMPDIR".into(), "/tmp".into());
+    env.insert("SHELL".into(), "/bin/sh".into());
+    if spec.closure.is_none() && Path::new("/bin/bash").exists() {
+        env.insert("SHELL".into(), "/bin/bash".into());
+    }
+    env.insert(
+        "TERM".into(),
+        host.term.clone().unwrap_or_else(|| "dumb".into()),
+    );
+    if spec.closure.is_none() {
+        for bundle in [
+            "/etc/ssl/certs/ca-certificates.crt",
+            "/etc/pki/tls/certs/ca-bundle.crt",
+        ] {
+            if Path::new(bundle).exists() {
+                for var in [
+                    "SSL_CERT_FILE",
+                    "NIX_SSL_CERT_FILE",
+                    "REQUESTS_CA_BUNDLE",
+                    "CURL_CA_BUNDLE",
+                    "GIT_SSL_CAINFO",
+                    "PIP_CERT",
+                    "CARGO_HTTP_CAINFO",
+                ] {
+                    env.insert(var.into(), bundle.into());
+                }
+                break;
+            }
+        }
+    }
+    // Never let git invent an identity such as user@sandbox.
+    env.insert("GIT_CONFIG_COUNT".into(), "1".into());
+    env.insert("GIT_CONFIG_KEY_0".into(), "user.useConfigOnly".into());
+    env.insert("GIT_CONFIG_VALUE_0".into(), "true".into());
+    for (k, v) in &spec.env {
+        env.insert(k.clone(), v.clone());
+    }
+
+    let allowed_local_ports = spec.allowed_local_ports.as_ref().map(|ports| {
+        let mut p: Vec<u16> = ports.iter().map(|p| *p as u16).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    });
+
+    Ok(Plan {
+        out_name,
+        command,
+        cwd: host.cwd.clone(),
+        home: host.home.clone(),
+        uid: host.uid,
+        gid: host.gid,
+        mounts,
+        env,
+        network,
+        allowed_local_ports,
+        guard,
+        placeholders,
+        session_files,
+        warnings,
+    })
+}
+
+fn command_line(spec: &Spec, args: &[OsString]) -> Result<Vec<OsString>> {
+    let mut cmd = Vec::new();
+    if let Some(p) = &spec.program {
+        cmd.push(OsString::from(p));
+    }
+    cmd.extend(args.iter().cloned());
+    if cmd.is_empty() {
+        return Err(PlanError::Refused(
+            "no command given. Fix: name the command after `--`, e.g. `agent-sandbox run -- bash`"
+                .into(),
+        ));
+    }
+    Ok(cmd)
+}
+
+fn network_mode(spec: &Spec) -> Network {
+    match &spec.allowed_domains {
+        None => Network::Open,
+        Some(AllowedDomains::List(l)) if l.is_empty() => Network::Blocked,
+        Some(AllowedDomains::Rules(r)) if r.is_empty() => Network::Blocked,
+        Some(AllowedDomains::List(l)) => Network::Filtered(
+            l.iter()
+                .filter_map(|d| normalize_domain(d))
+                .map(|d| (d, None))
+                .collect(),
+        ),
+        Some(AllowedDomains::Rules(r)) => Network::Filtered(
+            r.iter()
+                .filter_map(|(d, rule)| {
+                    let methods = match rule {
+                        MethodRule::Any(_) => None,
+                        MethodRule::Methods(m) => Some(m.clone()),
+                    };
+                    normalize_domain(d).map(|d| (d, methods))
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn git_identity_declared(spec: &Spec, declared: &[Declared], home: &Path) -> bool {
+    let env_ok = ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL", "EMAIL"]
+        .iter()
+        .any(|k| spec.env.contains_key(*k));
+    let file_ok = declared.iter().any(|d| {
+        d.path == home.join(".gitconfig")
+            || d.path == home.join(".config/git/config")
+            || d.path == home.join(".config/git")
+            || d.path == home.join(".config")
+    });
+    env_ok || file_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_folds_dots_and_tilde() {
+        let base = Path::new("/w/proj");
+        let home = Path::new("/home/u");
+        assert_eq!(normalize("a/../b/./c", base, home), PathBuf::from("/w/proj/b/c"));
+        assert_eq!(normalize("~/.claude", base, home), PathBuf::from("/home/u/.claude"));
+        assert_eq!(normalize("/x/../../y", base, home), PathBuf::from("/y"));
+        assert_eq!(normalize("~", base, home), PathBuf::from("/home/u"));
+    }
+
+    #[test]
+    fn guard_refuses_root_and_above_home() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            launch_guard(Path::new("/"), home).unwrap_err().to_string(),
+            "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first"
+        );
+        assert_eq!(
+            launch_guard(Path::new("/home"), home).unwrap_err().to_string(),
+            "refusing to launch from /home because it contains your home directory /home/u (it would be exposed read-write). Fix: cd into your project directory first"
+        );
+        assert_eq!(launch_guard(home, home).unwrap(), LaunchGuard::Confirm);
+        assert_eq!(
+            launch_guard(Path::new("/home/u/p"), home).unwrap(),
+            LaunchGuard::Ok
+        );
+        assert_eq!(
+            launch_guard(Path::new("/home/uu"), home).unwrap(),
+            LaunchGuard::Ok
+        );
+    }
+
+    #[test]
+    fn network_modes() {
+        let mut s = Spec::new();
+        assert_eq!(network_mode(&s), Network::Open);
+        s.allowed_domains = Some(AllowedDomains::List(vec![]));
+        assert_eq!(network_mode(&s), Network::Blocked);
+        s.allowed_domains = Some(AllowedDomains::List(vec!["Example.COM.".into()]));
+        assert_eq!(
+            network_mode(&s),
+            Network::Filtered([("example.com".to_string(), None)].into())
+        );
+    }
+}

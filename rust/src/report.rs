@@ -1,0 +1,133 @@
+//! Human-readable rendering of a plan for `--dry-run`. Pure.
+
+use std::fmt::Write;
+
+use crate::plan::{Mount, Network, Plan};
+
+/// Environment names whose values are masked in the dry-run output.
+const SECRET_MARKERS: &[&str] = &[
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "AUTH", "CREDENTIAL", "COOKIE", "SESSION",
+    "PRIVATE",
+];
+
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|m| upper.contains(m))
+}
+
+pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "sandbox: {}", plan.out_name);
+    let _ = writeln!(s, "command: {}", quote_all(plan.command.iter()));
+    let _ = writeln!(s, "launch dir (read-write): {}", plan.cwd.display());
+    let _ = writeln!(s, "home (empty tmpfs): {}", plan.home.display());
+    let _ = writeln!(s, "identity: uid {} gid {}, hostname sandbox", plan.uid, plan.gid);
+    let _ = writeln!(s, "mounts (in order):");
+    for m in &plan.mounts {
+        let line = match m {
+            Mount::RoBind { src, dest } if src == dest => format!("  ro      {}", dest.display()),
+            Mount::RoBind { src, dest } => {
+                format!("  ro      {} <- {}", dest.display(), src.display())
+            }
+            Mount::Bind { src, dest } if src == dest => format!("  rw      {}", dest.display()),
+            Mount::Bind { src, dest } => format!("  rw      {} <- {}", dest.display(), src.display()),
+            Mount::Tmpfs { dest } => format!("  tmpfs   {}", dest.display()),
+            Mount::Proc { dest } => format!("  proc    {}", dest.display()),
+            Mount::Dev { dest } => format!("  dev     {}", dest.display()),
+            Mount::Symlink { target, dest } => {
+                format!("  symlink {} -> {}", dest.display(), target.display())
+            }
+        };
+        let _ = writeln!(s, "{}", escape_controls(&line));
+    }
+    let _ = writeln!(s, "environment:");
+    for (k, v) in &plan.env {
+        let shown = if looks_secret(k) {
+            format!("<masked, {} chars>", v.chars().count())
+        } else {
+            format!("{v:?}")
+        };
+        let _ = writeln!(s, "  {k}={shown}");
+    }
+    let _ = writeln!(s, "network: {}", network_line(&plan.network));
+    let ports = match &plan.allowed_local_ports {
+        None => "all".to_string(),
+        Some(p) if p.is_empty() => "none".to_string(),
+        Some(p) => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+    };
+    let _ = writeln!(s, "host loopback ports: {ports}");
+    for w in &plan.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    let _ = writeln!(s, "bwrap argv: {} {}", bwrap, quote_all(argv.iter()));
+    s
+}
+
+fn network_line(n: &Network) -> String {
+    match n {
+        Network::Open => "open (internet)".into(),
+        Network::Blocked => "blocked (no network at all)".into(),
+        Network::Filtered(rules) => {
+            let parts: Vec<String> = rules
+                .iter()
+                .map(|(d, m)| match m {
+                    None => format!("{d} (any method)"),
+                    Some(ms) => format!("{d} ({})", ms.join(",")),
+                })
+                .collect();
+            format!("filtered through the proxy: {}", parts.join("; "))
+        }
+    }
+}
+
+/// Shell-style quoting for display only (nothing is ever run through a shell).
+fn quote_all<'a>(items: impl Iterator<Item = &'a std::ffi::OsString>) -> String {
+    items
+        .map(|a| {
+            let s = a.to_string_lossy();
+            if !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                s.into_owned()
+            } else {
+                escape_controls(&format!("'{}'", s.replace('\'', r"'\''")))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Make newlines and other control characters visible; leave everything else as is.
+fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for n in ["ANTHROPIC_API_KEY", "GH_TOKEN", "aws_secret_access_key", "DB_PASSWORD"] {
+            assert!(looks_secret(n), "{n}");
+        }
+        for n in ["HOME", "PATH", "TERM", "EDITOR"] {
+            assert!(!looks_secret(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn quoting() {
+        let v: Vec<std::ffi::OsString> = vec!["a".into(), "b c".into(), "it's".into(), "x\ny".into()];
+        assert_eq!(quote_all(v.iter()), r#"a 'b c' 'it'\''s' 'x\ny'"#);
+    }
+}

@@ -1,0 +1,163 @@
+//! The per-session private state directory: `$XDG_STATE_HOME/agent-sandbox/<time>-<pid>-<name>/`
+//! (mode 0700), holding `launch.log`, the exact argv and the files bound into the sandbox.
+//! Nothing the helper writes lives at a predictable path in the shared `/tmp`.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How many session directories are kept (newest first).
+pub const KEEP_SESSIONS: usize = 25;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("cannot create the session directory {path}: {source}. Fix: make sure {parent} is writable, or set XDG_STATE_HOME to a writable directory")]
+    Create {
+        path: PathBuf,
+        parent: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, SessionError>;
+
+/// The base directory holding all session directories.
+pub fn base_dir(xdg_state_home: Option<&str>, home: &Path) -> PathBuf {
+    match xdg_state_home {
+        Some(x) if x.starts_with('/') => PathBuf::from(x).join("agent-sandbox"),
+        _ => home.join(".local/state/agent-sandbox"),
+    }
+}
+
+/// `20261129T101500Z-4242-claude`: sortable by time, unique by pid.
+pub fn session_name(now: SystemTime, pid: u32, out_name: &str) -> String {
+    let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    format!(
+        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z-{pid}-{out_name}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Create `base/name` with mode 0700 (parents 0700 too).
+pub fn create(base: &Path, name: &str) -> Result<PathBuf> {
+    let dir = base.join(name);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|source| SessionError::Create {
+            path: dir.clone(),
+            parent: base.to_path_buf(),
+            source,
+        })?;
+    Ok(dir)
+}
+
+/// Write a file in the session directory (mode 0600).
+pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<PathBuf> {
+    let path = dir.join(name);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(contents).map(|_| f))
+        .map_err(|source| SessionError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    let _ = f.flush();
+    Ok(path)
+}
+
+/// Keep the newest `keep` session directories under `base`; best effort.
+pub fn rotate(base: &Path, keep: usize) {
+    let Ok(rd) = fs::read_dir(base) else { return };
+    let mut names: Vec<_> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().as_bytes().first().is_some_and(u8::is_ascii_digit))
+        .collect();
+    names.sort();
+    if names.len() > keep {
+        for n in &names[..names.len() - keep] {
+            let _ = fs::remove_dir_all(base.join(n));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+
+    #[test]
+    fn names_sort_by_time() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_947_300); // 2026-11-29T10:15:00Z
+        assert_eq!(session_name(t, 42, "claude"), "20261129T101500Z-42-claude");
+        assert_eq!(session_name(UNIX_EPOCH, 1, "x"), "19700101T000000Z-1-x");
+        assert_eq!(
+            session_name(UNIX_EPOCH + Duration::from_secs(951_782_400), 1, "x"),
+            "20000229T000000Z-1-x"
+        );
+    }
+
+    #[test]
+    fn base_dir_prefers_absolute_xdg() {
+        let h = Path::new("/home/u");
+        assert_eq!(base_dir(Some("/s"), h), PathBuf::from("/s/agent-sandbox"));
+        assert_eq!(base_dir(Some("rel"), h), PathBuf::from("/home/u/.local/state/agent-sandbox"));
+        assert_eq!(base_dir(None, h), PathBuf::from("/home/u/.local/state/agent-sandbox"));
+    }
+
+    #[test]
+    fn create_is_private_and_rotation_keeps_newest() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().join("state/agent-sandbox");
+        for i in 0..30 {
+            create(&base, &format!("2026112{}T000000Z-{i:02}-x", i / 10)).unwrap();
+        }
+        let d = create(&base, "20261130T000000Z-1-x").unwrap();
+        let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let f = write_file(&d, "launch.log", b"hi").unwrap();
+        assert_eq!(fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+        rotate(&base, KEEP_SESSIONS);
+        let mut left: Vec<String> = fs::read_dir(&base)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left.len(), 25);
+        assert_eq!(left[0], "20261120T000000Z-06-x");
+        assert_eq!(left[24], "20261130T000000Z-1-x");
+    }
+}

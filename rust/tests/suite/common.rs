@@ -1,0 +1,93 @@
+//! Fixtures: every test gets its own fake `$HOME`, project dir and state dir in a temp dir.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn bin() -> PathBuf {
+    std::env::var_os("AGENT_SANDBOX_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_agent-sandbox")))
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::getuid().is_root()
+}
+
+pub struct Fixture {
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub proj: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let tmp = tempfile::Builder::new().prefix("as-test.").tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("home");
+        let proj = home.join("proj");
+        let state = root.join("state");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        Fixture { tmp, home, proj, state }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        std::fs::canonicalize(self.tmp.path()).unwrap()
+    }
+
+    /// `agent-sandbox` with a clean environment pointing at this fixture, cwd = the project.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", &self.state)
+            .env("TERM", "xterm-test")
+            .current_dir(&self.proj);
+        c
+    }
+
+    /// `agent-sandbox run [extra…] -- sh -c SCRIPT`.
+    pub fn sh(&self, extra: &[&str], script: &str) -> Command {
+        let mut c = self.cmd();
+        c.arg("run").args(extra).args(["--", "sh", "-c", script]);
+        c
+    }
+
+    pub fn write(&self, rel: impl AsRef<Path>, contents: &str) -> PathBuf {
+        let p = self.root().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+}
+
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn run(mut c: Command) -> Out {
+    let o = c.output().expect("spawn agent-sandbox");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Run and assert success; returns stdout.
+pub fn ok(c: Command) -> String {
+    let o = run(c);
+    assert_eq!(o.code, 0, "{o:?}");
+    o.stdout
+}

@@ -1,0 +1,8 @@
+//! Integration suite: drives the real `agent-sandbox` binary with real bubblewrap and attempts
+//! the escapes a YOLO-mode agent would try. One binary, topical modules.
+//!
+//! `AGENT_SANDBOX_BIN` overrides the binary under test (used to run this suite as an
+//! unprivileged user from a copy, see scripts/test).
+
+mod common;
+mod cli;
