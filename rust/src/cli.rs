@@ -94,6 +94,12 @@ pub fn main() -> i32 {
         }
         return run_init(cmd);
     }
+    #[cfg(target_os = "linux")]
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some("__netns-hold") => return crate::linux::netns::hold_main(&args[2..]),
+        Some("__enter") => return crate::linux::netns::enter_main(&args[2..]),
+        _ => {}
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -97,7 +97,10 @@ pub enum GitView {
     NoRepo,
     /// Repo found but not exposed (root is $HOME or above it, and launch dir is not $HOME
     /// itself); `warning` names the repo root and why.
-    Refused { root: PathBuf, warning: String },
+    Refused {
+        root: PathBuf,
+        warning: String,
+    },
     Repo(GitLayout),
 }
 
@@ -171,7 +174,7 @@ pub enum GitError {
         "{pointer} points to the worktree git directory {gitdir}, but that directory's \
          back-link {backlink} names {found} instead of {expected}; refusing to bind it \
          read-write, since a planted `.git` file could otherwise borrow another checkout's \
-         git directory. Fix: run `git worktree repair` in {root} if it really is that \
+         git directory. Fix: run `git worktree repair` in this checkout if it really is that \
          worktree, otherwise remove {pointer}"
     )]
     BacklinkMismatch {
@@ -180,7 +183,6 @@ pub enum GitError {
         backlink: PathBuf,
         found: String,
         expected: PathBuf,
-        root: PathBuf,
     },
 
     #[error(
@@ -290,9 +292,15 @@ pub fn inspect(launch_dir: &Path, home: &Path) -> Result<GitView> {
         notes: Vec::new(),
         gitdirs: BTreeSet::new(),
         configs: BTreeSet::new(),
+        trees: BTreeSet::new(),
     };
     if found.kind == DotGit::File {
-        scan.protect(&found.root, Path::new(".git"), PlaceholderKind::File, Mode::IfExists)?;
+        scan.protect(
+            &found.root,
+            Path::new(".git"),
+            PlaceholderKind::File,
+            Mode::IfExists,
+        )?;
     }
     scan.full_gitdir(&located.common, Some(&found.root), 0)?;
     if !scan.gitdirs.contains(&located.gitdir) {
@@ -326,7 +334,12 @@ fn discover(launch: &Path) -> Result<Option<Found>> {
         match fs::symlink_metadata(&dotgit) {
             Ok(meta) => {
                 let ft = meta.file_type();
-                let found = |kind| Ok(Some(Found { root: dir.to_path_buf(), kind }));
+                let found = |kind| {
+                    Ok(Some(Found {
+                        root: dir.to_path_buf(),
+                        kind,
+                    }))
+                };
                 if ft.is_symlink() {
                     // Fail closed: the agent could swap the link for a git dir of its own.
                     return Err(GitError::SymlinkedDotGit { path: dotgit });
@@ -347,7 +360,9 @@ fn discover(launch: &Path) -> Result<Option<Found>> {
             Err(e) if missing(&e) => {}
             Err(e) => return Err(read_err(&dotgit)(e)),
         }
-        if is_file(&dir.join("HEAD"))? && is_dir(&dir.join("objects"))? && is_dir(&dir.join("refs"))?
+        if is_file(&dir.join("HEAD"))?
+            && is_dir(&dir.join("objects"))?
+            && is_dir(&dir.join("refs"))?
         {
             return Ok(Some(Found {
                 root: dir.to_path_buf(),
@@ -474,7 +489,6 @@ fn check_backlink(gitdir: &Path, root: &Path, pointer: &Path) -> Result<()> {
         backlink,
         found,
         expected,
-        root: root.to_path_buf(),
     })
 }
 
@@ -522,7 +536,9 @@ enum Origin {
     Layout,
     /// `quiet`: derived from a relative value against a base outside the writable dirs
     /// (another worktree); not worth a note.
-    Config { quiet: bool },
+    Config {
+        quiet: bool,
+    },
 }
 
 enum Resolved {
@@ -565,6 +581,9 @@ struct Scan {
     gitdirs: BTreeSet<PathBuf>,
     /// Config files already read (canonical), so include cycles end.
     configs: BTreeSet<PathBuf>,
+    /// Working trees whose `.gitmodules` was read: an agent-written `.gitmodules` listing the
+    /// same path many times must not make the walk exponential.
+    trees: BTreeSet<PathBuf>,
 }
 
 impl Scan {
@@ -699,7 +718,13 @@ impl Scan {
     }
 
     /// Protect a path of git's own layout, `start/rel`.
-    fn protect(&mut self, start: &Path, rel: &Path, kind: PlaceholderKind, mode: Mode) -> Result<()> {
+    fn protect(
+        &mut self,
+        start: &Path,
+        rel: &Path,
+        kind: PlaceholderKind,
+        mode: Mode,
+    ) -> Result<()> {
         let what = format!("{} in {}", rel.display(), start.display());
         self.protect_resolved(start, rel, kind, mode, Origin::Layout, &what)
     }
@@ -724,7 +749,9 @@ impl Scan {
                         self.add_ro(path, what)
                     }
                     // Harmless to bind read-only, and a declared writable path may cover it.
-                    Origin::Config { .. } if inside_tree && self.covered_writable(&path).is_none() => {
+                    Origin::Config { .. }
+                        if inside_tree && self.covered_writable(&path).is_none() =>
+                    {
                         self.ro.insert(path);
                         Ok(())
                     }
@@ -776,7 +803,12 @@ impl Scan {
     }
 
     /// A git dir with its own objects: the common dir, a submodule's, a bare repository.
-    fn full_gitdir(&mut self, gitdir: &Path, extra_root: Option<&Path>, depth: usize) -> Result<()> {
+    fn full_gitdir(
+        &mut self,
+        gitdir: &Path,
+        extra_root: Option<&Path>,
+        depth: usize,
+    ) -> Result<()> {
         if depth > MAX_NESTING {
             return Err(GitError::TooDeep {
                 path: gitdir.to_path_buf(),
@@ -847,7 +879,12 @@ impl Scan {
     }
 
     /// `<common>/worktrees/<name>`; returns that worktree's root if its back-link is genuine.
-    fn worktree_gitdir(&mut self, common: &Path, wt: &Path, depth: usize) -> Result<Option<PathBuf>> {
+    fn worktree_gitdir(
+        &mut self,
+        common: &Path,
+        wt: &Path,
+        depth: usize,
+    ) -> Result<Option<PathBuf>> {
         let commondir = wt.join("commondir");
         let Some(raw) = read_limited(&commondir, POINTER_LIMIT)? else {
             self.note(format!(
@@ -869,9 +906,24 @@ impl Scan {
             return Ok(None);
         }
         // Only these are read from a per-worktree dir; hooks and config come from `common`.
-        self.protect(wt, Path::new("config.worktree"), PlaceholderKind::File, Mode::Required)?;
-        self.protect(wt, Path::new("commondir"), PlaceholderKind::File, Mode::IfExists)?;
-        self.protect(wt, Path::new("gitdir"), PlaceholderKind::File, Mode::IfExists)?;
+        self.protect(
+            wt,
+            Path::new("config.worktree"),
+            PlaceholderKind::File,
+            Mode::Required,
+        )?;
+        self.protect(
+            wt,
+            Path::new("commondir"),
+            PlaceholderKind::File,
+            Mode::IfExists,
+        )?;
+        self.protect(
+            wt,
+            Path::new("gitdir"),
+            PlaceholderKind::File,
+            Mode::IfExists,
+        )?;
         let root = self.worktree_dotgit(wt)?;
         let roots: Vec<PathBuf> = root.iter().cloned().collect();
         self.config_file(&wt.join("config.worktree"), &roots, 0)?;
@@ -987,6 +1039,9 @@ impl Scan {
                 limit: MAX_NESTING,
             });
         }
+        if !self.trees.insert(top.to_path_buf()) {
+            return Ok(());
+        }
         let Some(entries) = read_config(&gitmodules)? else {
             return Ok(());
         };
@@ -996,11 +1051,14 @@ impl Scan {
             }
             let Some(value) = entry.value else { continue };
             let rel = bytes_path(&value).to_path_buf();
-            let plain = !rel.as_os_str().is_empty()
-                && rel.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+            // At least one real component: `path = .` would walk this same tree again.
+            let plain = rel.components().any(|c| matches!(c, Component::Normal(_)))
+                && rel
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
             if !plain {
                 self.note(format!(
-                    "{}: submodule path {:?} leaves the working tree; ignored",
+                    "{}: submodule path {:?} is not a directory inside the working tree; ignored",
                     gitmodules.display(),
                     rel
                 ));
@@ -1055,7 +1113,13 @@ impl Scan {
     }
 
     /// Protect what a config file names that git runs or reads more config from.
-    fn apply_config(&mut self, path: &Path, entries: &[Entry], roots: &[PathBuf], depth: usize) -> Result<()> {
+    fn apply_config(
+        &mut self,
+        path: &Path,
+        entries: &[Entry],
+        roots: &[PathBuf],
+        depth: usize,
+    ) -> Result<()> {
         let include_base = [path.parent().unwrap_or(Path::new("/")).to_path_buf()];
         for entry in entries {
             let Some(value) = entry.value.as_deref() else {
@@ -1064,27 +1128,33 @@ impl Scan {
             let name = entry.display_name();
             let what = format!("{name} in {}", path.display());
             if entry.is("core", "hookspath") {
-                self.protect_named(value, roots, PlaceholderKind::Dir, &what)?;
+                self.protect_named(value, roots, PlaceholderKind::Dir, true, &what)?;
             } else if (entry.is("include", "path"))
-                || (entry.section == "includeif" && entry.subsection.is_some() && entry.key == "path")
+                || (entry.section == "includeif"
+                    && entry.subsection.is_some()
+                    && entry.key == "path")
             {
                 // An include the agent can write could set core.hooksPath or core.fsmonitor.
-                for file in self.protect_named(value, &include_base, PlaceholderKind::File, &what)? {
+                for file in
+                    self.protect_named(value, &include_base, PlaceholderKind::File, false, &what)?
+                {
                     self.config_file(&file, roots, depth + 1)?;
                 }
             } else if let Some(program) = program_path(entry, value) {
-                self.protect_named(program, roots, PlaceholderKind::File, &what)?;
+                self.protect_named(program, roots, PlaceholderKind::File, false, &what)?;
             }
         }
         Ok(())
     }
 
-    /// Protect a path named by a config value; returns the candidate paths.
+    /// Protect a path named by a config value; returns the candidate paths. `loud`: say so
+    /// when it lies out of reach (worth knowing for hooks; noise for `/usr/bin/vim`).
     fn protect_named(
         &mut self,
         value: &[u8],
         bases: &[PathBuf],
         kind: PlaceholderKind,
+        loud: bool,
         what: &str,
     ) -> Result<Vec<PathBuf>> {
         let candidates: Vec<(PathBuf, bool)> = if value.is_empty() {
@@ -1104,12 +1174,26 @@ impl Scan {
         } else {
             bases
                 .iter()
-                .map(|b| (b.join(bytes_path(value)), !self.is_writable(b) && !b.starts_with(&self.root)))
+                .map(|b| {
+                    (
+                        b.join(bytes_path(value)),
+                        !self.is_writable(b) && !b.starts_with(&self.root),
+                    )
+                })
                 .collect()
         };
         for (candidate, quiet) in &candidates {
-            let origin = Origin::Config { quiet: *quiet };
-            self.protect_resolved(Path::new("/"), candidate, kind, Mode::Required, origin, what)?;
+            let origin = Origin::Config {
+                quiet: *quiet || !loud,
+            };
+            self.protect_resolved(
+                Path::new("/"),
+                candidate,
+                kind,
+                Mode::Required,
+                origin,
+                what,
+            )?;
         }
         Ok(candidates.into_iter().map(|(c, _)| c).collect())
     }
@@ -1168,7 +1252,10 @@ fn program_path<'a>(entry: &Entry, value: &'a [u8]) -> Option<&'a [u8]> {
             &rest[..rest.iter().position(|&c| c == q).unwrap_or(rest.len())]
         }
         _ => {
-            let end = command.iter().position(u8::is_ascii_whitespace).unwrap_or(command.len());
+            let end = command
+                .iter()
+                .position(u8::is_ascii_whitespace)
+                .unwrap_or(command.len());
             &command[..end]
         }
     };
@@ -1316,7 +1403,12 @@ impl Entry {
 
     fn display_name(&self) -> String {
         match &self.subsection {
-            Some(sub) => format!("{}.{}.{}", self.section, String::from_utf8_lossy(sub), self.key),
+            Some(sub) => format!(
+                "{}.{}.{}",
+                self.section,
+                String::from_utf8_lossy(sub),
+                self.key
+            ),
             None => format!("{}.{}", self.section, self.key),
         }
     }
@@ -1343,7 +1435,11 @@ impl Lexer<'_> {
     /// Like git, CRLF reads as LF.
     fn next(&mut self) -> Option<u8> {
         let c = self.peek()?;
-        self.pos += if self.src[self.pos] == b'\r' && c == b'\n' { 2 } else { 1 };
+        self.pos += if self.src[self.pos] == b'\r' && c == b'\n' {
+            2
+        } else {
+            1
+        };
         if c == b'\n' {
             self.line += 1;
         }
@@ -1471,7 +1567,10 @@ fn parse_config(src: &[u8]) -> ParseResult<Vec<Entry>> {
                     return Err((lx.line, "a key appears before any [section] header"));
                 };
                 let mut key = String::from(char::from(c.to_ascii_lowercase()));
-                while let Some(c) = lx.peek().filter(|c| c.is_ascii_alphanumeric() || *c == b'-') {
+                while let Some(c) = lx
+                    .peek()
+                    .filter(|c| c.is_ascii_alphanumeric() || *c == b'-')
+                {
                     key.push(char::from(c.to_ascii_lowercase()));
                     lx.next();
                 }
@@ -1539,7 +1638,12 @@ mod tests {
                 .env("HOME", &self.home)
                 .env("GIT_CONFIG_NOSYSTEM", "1")
                 .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-                .args(["-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"])
+                .args([
+                    "-c",
+                    "init.defaultBranch=main",
+                    "-c",
+                    "protocol.file.allow=always",
+                ])
                 .args(args)
                 .output()
                 .unwrap();
@@ -1572,12 +1676,6 @@ mod tests {
         }
     }
 
-    fn paths(list: &[&Path]) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = list.iter().map(|p| p.to_path_buf()).collect();
-        v.sort();
-        v
-    }
-
     /// What every full git dir gets when git made it and nobody touched it.
     fn gitdir_ro(g: &Path) -> Vec<PathBuf> {
         vec![g.join("config"), g.join("hooks")]
@@ -1595,7 +1693,12 @@ mod tests {
     fn assert_parents_first(list: &[PathBuf]) {
         for (i, p) in list.iter().enumerate() {
             for later in &list[i + 1..] {
-                assert!(!p.starts_with(later), "{} comes before its parent {}", p.display(), later.display());
+                assert!(
+                    !p.starts_with(later),
+                    "{} comes before its parent {}",
+                    p.display(),
+                    later.display()
+                );
             }
         }
     }
@@ -1637,7 +1740,10 @@ mod tests {
         match fx.inspect(&proj).unwrap() {
             GitView::Refused { root, warning } => {
                 assert_eq!(root, fx.home);
-                assert!(warning.contains(&fx.home.display().to_string()), "{warning}");
+                assert!(
+                    warning.contains(&fx.home.display().to_string()),
+                    "{warning}"
+                );
                 assert!(warning.contains("home directory"), "{warning}");
             }
             other => panic!("expected Refused, got {other:?}"),
@@ -1654,7 +1760,10 @@ mod tests {
             match fx.inspect(launch).unwrap() {
                 GitView::Refused { root, warning } if launch == &fx.home => {
                     assert_eq!(root, fx.base);
-                    assert!(warning.contains("contains your home directory"), "{warning}");
+                    assert!(
+                        warning.contains("contains your home directory"),
+                        "{warning}"
+                    );
                 }
                 GitView::Refused { root, .. } => assert_eq!(root, fx.base),
                 other => panic!("expected Refused, got {other:?}"),
@@ -1700,12 +1809,33 @@ mod tests {
     fn nested_submodules(fx: &Fx) -> PathBuf {
         let lib2 = fx.repo("lib2");
         let lib1 = fx.repo("lib1");
-        fx.git(&lib1, &["submodule", "add", "-q", lib2.to_str().unwrap(), "deps/lib2"]);
+        fx.git(
+            &lib1,
+            &[
+                "submodule",
+                "add",
+                "-q",
+                lib2.to_str().unwrap(),
+                "deps/lib2",
+            ],
+        );
         fx.git(&lib1, &["commit", "-q", "-m", "add lib2"]);
         let sup = fx.repo("super");
-        fx.git(&sup, &["submodule", "add", "-q", lib1.to_str().unwrap(), "vendor/lib1"]);
+        fx.git(
+            &sup,
+            &[
+                "submodule",
+                "add",
+                "-q",
+                lib1.to_str().unwrap(),
+                "vendor/lib1",
+            ],
+        );
         fx.git(&sup, &["commit", "-q", "-m", "add lib1"]);
-        fx.git(&sup, &["submodule", "update", "-q", "--init", "--recursive"]);
+        fx.git(
+            &sup,
+            &["submodule", "update", "-q", "--init", "--recursive"],
+        );
         sup
     }
 
@@ -1718,7 +1848,10 @@ mod tests {
         let m2 = m1.join("modules/deps/lib2");
         let lib1 = sup.join("vendor/lib1");
         let lib2 = lib1.join("deps/lib2");
-        assert!(m2.join("HEAD").is_file(), "fixture: nested module git dir missing");
+        assert!(
+            m2.join("HEAD").is_file(),
+            "fixture: nested module git dir missing"
+        );
 
         let mut rw = vec![
             c.clone(),
@@ -1772,7 +1905,11 @@ mod tests {
             m2.join("config"),
             m2.join("hooks"),
         ] {
-            assert!(layout.ro_paths.contains(&p), "{} not protected", p.display());
+            assert!(
+                layout.ro_paths.contains(&p),
+                "{} not protected",
+                p.display()
+            );
         }
     }
 
@@ -1813,7 +1950,10 @@ mod tests {
         fx.git(&root, &["config", "core.hooksPath", "tools/hooks"]);
         // Missing: the topmost missing directory is held by a read-only placeholder.
         let layout = fx.layout(&root);
-        assert!(layout.placeholders.contains(&(root.join("tools"), Dir)), "{layout:?}");
+        assert!(
+            layout.placeholders.contains(&(root.join("tools"), Dir)),
+            "{layout:?}"
+        );
 
         // Existing: bound read-only, and `tools` is pinned so it cannot be renamed away.
         fs::create_dir_all(root.join("tools/hooks")).unwrap();
@@ -1832,11 +1972,18 @@ mod tests {
         let root = fx.repo("proj");
         let elsewhere = fx.base.join("shared-hooks");
         fs::create_dir(&elsewhere).unwrap();
-        fx.git(&root, &["config", "core.hooksPath", elsewhere.to_str().unwrap()]);
+        fx.git(
+            &root,
+            &["config", "core.hooksPath", elsewhere.to_str().unwrap()],
+        );
         let layout = fx.layout(&root);
         assert!(!layout.ro_paths.contains(&elsewhere));
         assert_eq!(layout.notes.len(), 1, "{:?}", layout.notes);
-        assert!(layout.notes[0].contains("core.hookspath"), "{:?}", layout.notes);
+        assert!(
+            layout.notes[0].contains("core.hookspath"),
+            "{:?}",
+            layout.notes
+        );
 
         // Hooks in the working tree's top dir cannot be protected: refuse to start.
         fx.git(&root, &["config", "core.hooksPath", "."]);
@@ -1847,7 +1994,11 @@ mod tests {
         fs::create_dir(&sub).unwrap();
         let layout = fx.layout(&sub);
         assert!(!layout.ro_paths.contains(&root));
-        assert!(layout.notes.iter().any(|n| n.contains("contains")), "{:?}", layout.notes);
+        assert!(
+            layout.notes.iter().any(|n| n.contains("contains")),
+            "{:?}",
+            layout.notes
+        );
     }
 
     #[test]
@@ -1857,10 +2008,18 @@ mod tests {
         // Relative to the including file: .git/../extra.gitconfig
         fx.git(&root, &["config", "include.path", "../extra.gitconfig"]);
         let layout = fx.layout(&root);
-        assert!(layout.placeholders.contains(&(root.join("extra.gitconfig"), File)));
+        assert!(
+            layout
+                .placeholders
+                .contains(&(root.join("extra.gitconfig"), File))
+        );
 
         // An existing include is protected, and what it sets is followed.
-        fs::write(root.join("extra.gitconfig"), "[core]\n\thooksPath = .githooks\n").unwrap();
+        fs::write(
+            root.join("extra.gitconfig"),
+            "[core]\n\thooksPath = .githooks\n",
+        )
+        .unwrap();
         let layout = fx.layout(&root);
         assert!(layout.ro_paths.contains(&root.join("extra.gitconfig")));
         assert!(layout.placeholders.contains(&(root.join(".githooks"), Dir)));
@@ -1877,7 +2036,11 @@ mod tests {
         fx.git(&root, &["config", "core.pager", "less -R"]);
         let layout = fx.layout(&root);
         assert!(layout.ro_paths.contains(&root.join("scripts/fsmon.sh")));
-        assert!(layout.placeholders.contains(&(root.join("scripts/x.sh"), File)));
+        assert!(
+            layout
+                .placeholders
+                .contains(&(root.join("scripts/x.sh"), File))
+        );
         assert!(layout.rw_dirs.contains(&root.join("scripts")));
     }
 
@@ -1893,7 +2056,10 @@ mod tests {
         let err = fx.inspect(&proj).unwrap_err();
         assert!(matches!(err, GitError::NotAGitDir { .. }), "{err}");
         let msg = err.to_string();
-        assert!(msg.contains(&ssh.display().to_string()) && msg.contains("Fix:"), "{msg}");
+        assert!(
+            msg.contains(&ssh.display().to_string()) && msg.contains("Fix:"),
+            "{msg}"
+        );
 
         fs::write(proj.join(".git"), "gitdir: ../nowhere\n").unwrap();
         let err = fx.inspect(&proj).unwrap_err();
@@ -1908,18 +2074,29 @@ mod tests {
     fn planted_pointer_at_another_repos_git_dir_is_refused() {
         let fx = Fx::new();
         let other = fx.repo("other");
-        fx.git(&other, &["worktree", "add", "-q", "-b", "side", "../other-wt"]);
+        fx.git(
+            &other,
+            &["worktree", "add", "-q", "-b", "side", "../other-wt"],
+        );
         let proj = fx.base.join("proj");
         fs::create_dir(&proj).unwrap();
 
         // A worktree git dir whose back-link names the other checkout.
         let wt_gitdir = other.join(".git/worktrees/other-wt");
-        fs::write(proj.join(".git"), format!("gitdir: {}\n", wt_gitdir.display())).unwrap();
+        fs::write(
+            proj.join(".git"),
+            format!("gitdir: {}\n", wt_gitdir.display()),
+        )
+        .unwrap();
         let err = fx.inspect(&proj).unwrap_err();
         assert!(matches!(err, GitError::BacklinkMismatch { .. }), "{err}");
 
         // A main git dir that does not name this tree as core.worktree.
-        fs::write(proj.join(".git"), format!("gitdir: {}\n", other.join(".git").display())).unwrap();
+        fs::write(
+            proj.join(".git"),
+            format!("gitdir: {}\n", other.join(".git").display()),
+        )
+        .unwrap();
         let err = fx.inspect(&proj).unwrap_err();
         assert!(matches!(err, GitError::ForeignGitDir { .. }), "{err}");
     }
@@ -1938,7 +2115,11 @@ mod tests {
         let module = root.join(".git/modules/m");
         fs::create_dir_all(module.join("objects")).unwrap();
         fs::write(module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        fs::write(module.join("commondir"), format!("{}\n", evil.join(".git").display())).unwrap();
+        fs::write(
+            module.join("commondir"),
+            format!("{}\n", evil.join(".git").display()),
+        )
+        .unwrap();
         let err = fx.inspect(&root).unwrap_err();
         assert!(matches!(err, GitError::StrayCommondir { .. }), "{err}");
     }
@@ -1952,7 +2133,10 @@ mod tests {
         fs::create_dir(root.join("myhooks")).unwrap();
         std::os::unix::fs::symlink("../myhooks", &hooks).unwrap();
         let err = fx.inspect(&root).unwrap_err();
-        assert!(matches!(err, GitError::Symlink { ref link, .. } if *link == hooks), "{err}");
+        assert!(
+            matches!(err, GitError::Symlink { ref link, .. } if *link == hooks),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1994,7 +2178,42 @@ mod tests {
         fs::write(fx.base.join("outside/.git"), "gitdir: somewhere\n").unwrap();
         let layout = fx.layout(&root);
         assert!(!layout.ro_paths.contains(&fx.base.join("outside/.git")));
-        assert!(layout.notes.iter().any(|n| n.contains("leaves the working tree")), "{:?}", layout.notes);
+        assert!(
+            layout
+                .notes
+                .iter()
+                .any(|n| n.contains("not a directory inside the working tree")),
+            "{:?}",
+            layout.notes
+        );
+    }
+
+    /// Regression: `.gitmodules` entries that lead back to the same tree made the walk
+    /// exponential (N entries, 32 levels).
+    #[test]
+    fn gitmodules_listing_the_same_tree_many_times_stays_linear() {
+        let fx = Fx::new();
+        let root = fx.repo("proj");
+        fs::create_dir_all(root.join("a")).unwrap();
+        fs::write(root.join("a/.git"), "gitdir: ../.git\n").unwrap();
+        let mut gm = String::new();
+        for i in 0..200 {
+            gm.push_str(&format!(
+                "[submodule \"s{i}\"]\n\tpath = ./.\n[submodule \"t{i}\"]\n\tpath = a\n"
+            ));
+        }
+        fs::write(root.join(".gitmodules"), &gm).unwrap();
+        fs::write(root.join("a/.gitmodules"), &gm).unwrap();
+        let started = std::time::Instant::now();
+        let layout = fx.layout(&root);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(layout.ro_paths.contains(&root.join("a/.git")));
+        assert!(
+            layout
+                .notes
+                .iter()
+                .any(|n| n.contains("not a directory inside the working tree"))
+        );
     }
 
     #[test]
@@ -2029,12 +2248,20 @@ mod tests {
             vec![
                 (s("core"), None, s("hookspath"), Some(s("a b"))),
                 (s("include"), None, s("path"), Some(s("x y"))),
-                (s("includeif"), Some(s("gitdir:~/w/")), s("path"), Some(s("~/w.cfg"))),
+                (
+                    s("includeif"),
+                    Some(s("gitdir:~/w/")),
+                    s("path"),
+                    Some(s("~/w.cfg"))
+                ),
                 (s("sub"), Some(s("sect")), s("flag"), None),
                 (s("sub"), Some(s("sect")), s("key"), Some(s("\t\"q\\"))),
             ]
         );
-        assert_eq!(parse_config(b"key = v\n"), Err((1, "a key appears before any [section] header")));
+        assert_eq!(
+            parse_config(b"key = v\n"),
+            Err((1, "a key appears before any [section] header"))
+        );
         assert!(parse_config(b"[a]\nk = \"open\n").is_err());
         assert!(parse_config(b"[a]\nk = \\q\n").is_err());
     }
@@ -2047,13 +2274,27 @@ mod tests {
             key: key.into(),
             value: None,
         };
-        let p = |entry: Entry, v: &'static str| program_path(&entry, v.as_bytes()).map(|b| String::from_utf8_lossy(b).into_owned());
-        assert_eq!(p(e("core", None, "fsmonitor"), "./fs.sh"), Some("./fs.sh".into()));
+        let p = |entry: Entry, v: &'static str| {
+            program_path(&entry, v.as_bytes()).map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        assert_eq!(
+            p(e("core", None, "fsmonitor"), "./fs.sh"),
+            Some("./fs.sh".into())
+        );
         assert_eq!(p(e("core", None, "fsmonitor"), "true"), None);
-        assert_eq!(p(e("alias", None, "x"), "!\"tools/a b\" c"), Some("tools/a b".into()));
+        assert_eq!(
+            p(e("alias", None, "x"), "!\"tools/a b\" c"),
+            Some("tools/a b".into())
+        );
         assert_eq!(p(e("alias", None, "x"), "log --oneline"), None);
-        assert_eq!(p(e("filter", Some("lfs"), "clean"), "git-lfs clean -- %f"), None);
-        assert_eq!(p(e("filter", Some("x"), "smudge"), "bin/smudge %f"), Some("bin/smudge".into()));
+        assert_eq!(
+            p(e("filter", Some("lfs"), "clean"), "git-lfs clean -- %f"),
+            None
+        );
+        assert_eq!(
+            p(e("filter", Some("x"), "smudge"), "bin/smudge %f"),
+            Some("bin/smudge".into())
+        );
         assert_eq!(p(e("credential", None, "helper"), "store --file x/y"), None);
     }
 }

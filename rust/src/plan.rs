@@ -525,14 +525,16 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         }
     }
     // The kernel command line and boot id identify the host; mask them.
+    // An empty regular file, not /dev/null: device nodes are unreadable on bwrap's nodev binds.
     mounts.push(Mount::RoBind {
-        src: "/dev/null".into(),
+        src: host.session_dir.join("empty"),
         dest: "/proc/cmdline".into(),
     });
     mounts.push(Mount::RoBind {
         src: host.session_dir.join("boot_id"),
         dest: "/proc/sys/kernel/random/boot_id".into(),
     });
+    session_files.push(("empty".into(), String::new()));
     session_files.push((
         "boot_id".into(),
         "00000000-0000-4000-8000-000000000000\n".into(),

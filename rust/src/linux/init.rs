@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::Command;
 
 use nix::errno::Errno;
-use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signal::{
+    SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal, kill, sigaction, sigprocmask,
+};
 use nix::sys::signalfd::{SfdFlags, SignalFd, siginfo};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
@@ -96,12 +98,25 @@ fn init(cmd: &[OsString]) -> Result<i32> {
 
     let mut mask = SigSet::from_iter(FORWARDED);
     mask.add(Signal::SIGCHLD);
-    // Blocked signals are never discarded, not even for a namespace's PID 1 (which otherwise
-    // drops signals it has no handler for), so they all reach the signalfd.
+    // Blocked signals are queued rather than discarded, even at a namespace's PID 1 (which drops
+    // unblocked ones it has no handler for), so they all reach the signalfd.
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(InitError::Signals)?;
+    // The launcher forwards a signal only once PID 1 shows a handler for it (SigCgt in
+    // /proc/PID/status): before that the kernel would drop it, as it drops every signal a
+    // namespace's init does not catch, and a lost stop request must end in SIGKILL instead.
+    // The handler never runs (the signal stays blocked and is read from the signalfd), and exec
+    // resets it for the command. A signal inherited as ignored stays ignored, for the command
+    // too (`nohup`); the launcher does not forward those.
+    let announce = SigAction::new(
+        SigHandler::Handler(never_called),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    let announced = SigSet::from_iter(FORWARDED.into_iter().filter(|&s| !is_ignored(s)));
+    for signal in &announced {
+        unsafe { sigaction(signal, &announce) }.map_err(InitError::Signals)?;
+    }
     // With SIGCHLD ignored the kernel would reap for us and we would never see the exit status.
-    // The other dispositions are inherited on purpose: `nohup` or a background job's ignored
-    // SIGINT must still apply to the command.
     unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigDfl) }
         .map_err(InitError::Signals)?;
     let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(InitError::Signals)?;
@@ -114,7 +129,7 @@ fn init(cmd: &[OsString]) -> Result<i32> {
     // Installed before the spawn so the command and all its descendants inherit it.
     install_tty_injection_filter()?;
 
-    let child = spawn(program, args)?;
+    let child = spawn(program, args, announced)?;
     let child = Pid::from_raw(child.id() as i32);
     loop {
         let info = match signals.read_signal() {
@@ -137,6 +152,17 @@ fn init(cmd: &[OsString]) -> Result<i32> {
             let _ = kill(child, signal);
         }
     }
+}
+
+extern "C" fn never_called(_: libc::c_int) {}
+
+/// Whether `signal` is inherited as ignored (`nohup`, or SIGINT/SIGQUIT for a background job of
+/// a non-interactive shell): then it is neither forwarded nor acted on, as the caller asked.
+pub(crate) fn is_ignored(signal: Signal) -> bool {
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // A null new action only reads the current one.
+    let rc = unsafe { libc::sigaction(signal as libc::c_int, std::ptr::null(), &mut old) };
+    rc == 0 && old.sa_sigaction == libc::SIG_IGN
 }
 
 /// Whether a signal we received was meant for the command but cannot have reached it already.
@@ -168,14 +194,18 @@ fn reap(command: Pid) -> Option<i32> {
     }
 }
 
-fn spawn(program: &OsString, args: &[OsString]) -> Result<std::process::Child> {
+fn spawn(program: &OsString, args: &[OsString], announced: SigSet) -> Result<std::process::Child> {
     let mut command = Command::new(program);
     command.args(args);
-    // std passes our signal mask on to the child (verified; since Rust 1.66 it no longer resets
-    // it), and with our forwarded signals blocked the command could not be interrupted at all.
-    // pthread_sigmask is async-signal-safe.
+    // std passes our signal mask on to the child (verified; it no longer resets it), and with
+    // our forwarded signals blocked the command could not be interrupted at all. Our no-op
+    // handlers go first, or a Ctrl-C landing between here and exec would be swallowed.
+    // sigaction and pthread_sigmask are async-signal-safe.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
+            for signal in &announced {
+                libc::signal(signal as libc::c_int, libc::SIG_DFL);
+            }
             SigSet::empty().thread_set_mask()?;
             Ok(())
         });
@@ -325,7 +355,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
         let script = format!(
-            "trap 'exit 7' TERM; touch '{}'; sleep 5 & wait",
+            "trap 'exit 7' TERM; touch '{}'; sleep 3 & wait",
             ready.display()
         );
         let init = init_in_fork(sh(&script));
@@ -335,6 +365,46 @@ mod tests {
         kill(init, Signal::SIGTERM).unwrap();
         assert_eq!(wait_code(init, secs(5)), 7);
         assert!(start.elapsed() < secs(2), "took {:?}", start.elapsed());
+    }
+
+    /// The launcher reads SigCgt to know PID 1 will take a forwarded signal.
+    #[test]
+    fn init_shows_handlers_for_forwarded_signals() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ready, stop) = (dir.path().join("ready"), dir.path().join("stop"));
+        let script = format!(
+            "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+            ready.display(),
+            stop.display()
+        );
+        let init = init_in_fork(sh(&script));
+        wait_for_file(&ready);
+        let status = std::fs::read_to_string(format!("/proc/{init}/status")).unwrap();
+        std::fs::write(&stop, "").unwrap();
+        assert_eq!(wait_code(init, secs(5)), 0);
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+            .unwrap();
+        for signal in FORWARDED {
+            assert!(
+                caught & (1 << (signal as u32 - 1)) != 0,
+                "{signal} not caught"
+            );
+        }
+    }
+
+    #[test]
+    fn ignored_signals_stay_ignored_for_the_command() {
+        let init = run_in_fork(|| {
+            // As under `nohup`. grep reads its own status; SIGHUP is bit 0 of SigIgn.
+            let _ = unsafe { nix::sys::signal::signal(Signal::SIGHUP, SigHandler::SigIgn) };
+            run_init(sh(
+                "grep -q '^SigIgn:[[:space:]]*[0-9a-f]*[13579bdf]$' /proc/self/status",
+            ))
+        });
+        assert_eq!(wait_code(init, secs(5)), 0, "SIGHUP is no longer ignored");
     }
 
     #[test]

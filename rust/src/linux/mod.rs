@@ -1,8 +1,9 @@
-//! Linux-only mechanisms: the in-sandbox PID 1, its seccomp filter, and the launcher's
-//! supervision of bwrap.
+//! Linux-only mechanisms: bubblewrap and namespaces, the sandbox's PID 1 and its seccomp
+//! filter, and the launcher's supervision of bwrap.
 
 pub mod bwrap;
 pub mod init;
+pub mod netns;
 pub mod seccomp;
 pub mod supervise;
 
@@ -12,7 +13,7 @@ pub mod supervise;
 pub(crate) mod testutil {
     use std::time::{Duration, Instant};
 
-    use nix::sys::signal::{Signal, kill};
+    use nix::sys::signal::{SigHandler, Signal, kill};
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
     use nix::unistd::{ForkResult, Pid, fork};
 
@@ -25,6 +26,12 @@ pub(crate) mod testutil {
         match unsafe { fork() }.expect("fork") {
             ForkResult::Parent { child } => child,
             ForkResult::Child => {
+                // Start from default dispositions: a test run as a background job of a
+                // non-interactive shell inherits SIGINT and SIGQUIT ignored, and `sh` refuses
+                // to trap signals that were ignored when it started.
+                for signal in [Signal::SIGINT, Signal::SIGQUIT] {
+                    let _ = unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) };
+                }
                 let code =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(101);
                 unsafe { libc::_exit(code) }

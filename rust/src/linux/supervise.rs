@@ -9,9 +9,11 @@
 //!   `--die-with-parent` take the sandbox down with SIGKILL, so a command could never handle
 //!   Ctrl-C itself.
 //! * A `kill` aimed at the launcher goes to the sandbox's PID 1 (our init), which passes it on
-//!   to the command. bwrap's sandbox child starts with an empty signal mask (observed with 0.8),
-//!   and the kernel drops signals a namespace's PID 1 neither blocks nor catches, so until our
-//!   init has blocked them a forwarded signal would vanish: a terminating one then kills bwrap.
+//!   to the command. The kernel drops every signal a namespace's PID 1 has no handler for, so
+//!   until our init has installed its handlers (bwrap is still setting up, or init is starting)
+//!   a forwarded signal would vanish: a terminating one then SIGKILLs bwrap instead.
+//! * Signals the launcher inherited as ignored (`nohup`) are left alone: they reach the command
+//!   ignored as well.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -28,7 +30,7 @@ use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
-use super::init::should_forward;
+use super::init::{is_ignored, should_forward};
 
 /// How the sandbox ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +94,10 @@ pub fn block_forwarded_signals() -> Result<()> {
 }
 
 /// Runs `bwrap --json-status-fd N ARGS…` and waits for it, forwarding signals to the sandbox's
-/// PID 1. `args` is the complete argument list (it must use `--as-pid-1` with our init, which
-/// unblocks signals for the command, and should use `--die-with-parent`). bwrap inherits this
+/// PID 1. `args` is the complete argument list. It should run our init as PID 1
+/// (`--as-pid-1 -- …/agent-sandbox __init -- CMD…`): only a PID 1 with handlers receives
+/// forwarded signals, and only our init unblocks them again for the command. It must use
+/// `--die-with-parent`: killing bwrap is the fallback that ends the sandbox. bwrap inherits this
 /// process's environment, stdio and current directory.
 ///
 /// Returns as soon as bwrap exits, with no thread left behind.
@@ -111,6 +115,7 @@ pub fn supervise_with_fds(
     inherit: &[BorrowedFd<'_>],
 ) -> Result<Outcome> {
     let mask = forwarded_signals();
+    let ignored: Vec<Signal> = mask.iter().filter(|&s| is_ignored(s)).collect();
     mask.thread_block().map_err(SuperviseError::Signals)?;
     let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(SuperviseError::Signals)?;
@@ -149,7 +154,7 @@ pub fn supervise_with_fds(
     // Our copy must go, or the pipe would never reach end-of-file.
     drop(status_write);
 
-    match monitor(&mut child, &signals, status_read) {
+    match monitor(&mut child, &signals, status_read, &ignored) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
             // Fail closed: a sandbox nobody supervises any more is not left running.
@@ -220,8 +225,10 @@ impl Target {
         }
     }
 
-    /// Whether the kernel would queue `signal` at the sandbox's PID 1 rather than drop it: a
-    /// namespace's init only gets the signals it blocks or has a handler for.
+    /// Whether the kernel would deliver `signal` to the sandbox's PID 1 rather than drop it: a
+    /// namespace's init only gets the signals it has a handler for. (Its blocked mask is no
+    /// guide: a shell blocks everything for a moment around each fork, and a signal queued then
+    /// is still dropped at delivery.)
     fn would_take(&self, signal: Signal) -> bool {
         let pid = match self {
             Target::Pidfd(_, pid) | Target::Pid(pid) => *pid,
@@ -230,14 +237,12 @@ impl Target {
         let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
             return false;
         };
-        let mask = |field: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-                .unwrap_or(0)
-        };
-        (mask("SigBlk:") | mask("SigCgt:")) & (1 << (signal as u32 - 1)) != 0
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0);
+        caught & (1 << (signal as u32 - 1)) != 0
     }
 
     fn send(&self, signal: Signal) {
@@ -260,7 +265,12 @@ impl Target {
     }
 }
 
-fn monitor(child: &mut Child, signals: &SignalFd, status: OwnedFd) -> Result<Outcome> {
+fn monitor(
+    child: &mut Child,
+    signals: &SignalFd,
+    status: OwnedFd,
+    ignored: &[Signal],
+) -> Result<Outcome> {
     let lost = |e: Errno| SuperviseError::Monitor(e.into());
     let bwrap_pid = Pid::from_raw(child.id() as i32);
     let mut status = File::from(status);
@@ -297,18 +307,18 @@ fn monitor(child: &mut Child, signals: &SignalFd, status: OwnedFd) -> Result<Out
                 let Ok(signal) = Signal::try_from(info.ssi_signo as i32) else {
                     continue;
                 };
-                if !should_forward(&info) {
+                // Blocked signals are queued even when ignored, so the check is ours to make.
+                if !should_forward(&info) || ignored.contains(&signal) {
                     continue;
                 }
                 if target.would_take(signal) {
                     target.send(signal);
                 } else if is_terminating(signal) && !matches!(target, Target::Gone) {
                     // Fail closed: nobody inside can act on it yet (bwrap is still setting up,
-                    // or PID 1 has not blocked its signals), and a stop request must not be
-                    // lost. bwrap runs with the signal blocked, so only SIGKILL stops it;
+                    // or PID 1 has no handler for it), and a stop request must not be lost. bwrap runs with the signal blocked, so only SIGKILL stops it;
                     // --die-with-parent takes the sandbox with it.
                     let _ = kill(bwrap_pid, Signal::SIGKILL);
-                    killed_with = Some(signal);
+                    killed_with.get_or_insert(signal);
                 }
             }
         }
@@ -404,8 +414,8 @@ mod tests {
     fn code_of(outcome: Result<Outcome>) -> i32 {
         match outcome {
             Ok(Outcome::Exited(code)) => code,
-            Ok(Outcome::SetupFailed { .. }) => 200,
-            Err(_) => 201,
+            Ok(Outcome::SetupFailed { bwrap_status }) => 200 + bwrap_status.clamp(0, 50),
+            Err(_) => 255,
         }
     }
 
@@ -457,8 +467,17 @@ mod tests {
             .into_iter()
             .map(OsString::from)
             .collect();
-        let outcome = supervise(Path::new("bwrap"), &args).unwrap();
-        assert_eq!(outcome, Outcome::SetupFailed { bwrap_status: 1 });
+        // In a child with stderr silenced: bwrap prints its own `bwrap: …` message there.
+        let launcher = run_in_fork(move || {
+            let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
+            if null.is_ok_and(|f| unsafe { libc::dup2(f.as_raw_fd(), 2) } == 2) {
+                code_of(supervise(Path::new("bwrap"), &args))
+            } else {
+                100
+            }
+        });
+        // SetupFailed { bwrap_status: 1 }
+        assert_eq!(wait_code(launcher, Duration::from_secs(3)), 201);
     }
 
     #[test]
@@ -541,6 +560,23 @@ mod tests {
         // Without a trap, PID 1 would drop TERM and run on.
         let script = "touch \"$READY\"; while :; do sleep 0.02; done";
         let (launcher, _dir) = launch_until_ready(script, || true);
+        kill(launcher, Signal::SIGTERM).unwrap();
+        assert_eq!(wait_code(launcher, Duration::from_secs(3)), 143);
+    }
+
+    #[test]
+    fn signals_the_launcher_ignores_are_not_acted_on() {
+        if !bwrap_works() {
+            return;
+        }
+        let script = "touch \"$READY\"; while :; do sleep 0.02; done";
+        // As under `nohup`.
+        let ignore_hup = || unsafe {
+            nix::sys::signal::signal(Signal::SIGHUP, nix::sys::signal::SigHandler::SigIgn).is_ok()
+        };
+        let (launcher, _dir) = launch_until_ready(script, ignore_hup);
+        // HUP is read first (lower number); had it been acted on, the code would be 129.
+        kill(launcher, Signal::SIGHUP).unwrap();
         kill(launcher, Signal::SIGTERM).unwrap();
         assert_eq!(wait_code(launcher, Duration::from_secs(3)), 143);
     }

@@ -1,9 +1,281 @@
 //! The command line itself: help, exit codes, errors.
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
 use crate::common::*;
+
+/// The `agent-sandbox: error: …` lines of a run's stderr.
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("agent-sandbox: error:"))
+        .collect()
+}
+
+/// A command whose only effect is creating `<root>/ran`, to prove it did (not) run.
+fn marker_script(f: &Fixture) -> (String, std::path::PathBuf) {
+    let marker = f.proj.join("ran");
+    (format!("touch '{}'", marker.display()), marker)
+}
 
 #[test]
 fn runs_a_command_and_returns_its_status() {
     let f = Fixture::new();
     assert_eq!(ok(f.sh(&[], "echo hello")), "hello\n");
+    assert_eq!(run(f.sh(&[], "exit 0")).code, 0);
     assert_eq!(run(f.sh(&[], "exit 42")).code, 42);
+}
+
+#[test]
+fn a_command_killed_by_signal_n_gives_128_plus_n() {
+    let f = Fixture::new();
+    let o = run(f.sh(&["--no-network"], "kill -KILL $$; echo survived"));
+    assert_eq!(o.code, 137, "{o:?}");
+    assert!(!o.stdout.contains("survived"), "{o:?}");
+    let o = run(f.sh(&["--no-network"], "kill -TERM $$; echo survived"));
+    assert_eq!(o.code, 143, "{o:?}");
+}
+
+#[test]
+fn command_not_found_is_127_with_one_error_line() {
+    let f = Fixture::new();
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--", "no-such-command-4711", "arg"]);
+    let o = run(c);
+    assert_eq!(o.code, 127, "{o:?}");
+    assert_eq!(o.stdout, "", "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(
+        errors[0].starts_with(
+            "agent-sandbox: error: command not found inside the sandbox: no-such-command-4711"
+        ),
+        "{o:?}"
+    );
+
+    // An absolute path that is not exposed inside is not found either.
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--", "/usr/bin/no-such-command-4711"]);
+    let o = run(c);
+    assert_eq!(o.code, 127, "{o:?}");
+    assert_eq!(error_lines(&o.stderr).len(), 1, "{o:?}");
+}
+
+#[test]
+fn a_non_executable_file_is_126_and_becomes_runnable_with_chmod() {
+    let f = Fixture::new();
+    let tool = f.proj.join("tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\necho tool ran\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cmd = |f: &Fixture| {
+        let mut c = f.cmd();
+        c.args(["run", "--no-network", "--", "./tool.sh"]);
+        c
+    };
+    let o = run(cmd(&f));
+    assert_eq!(o.code, 126, "{o:?}");
+    assert!(!o.stdout.contains("tool ran"), "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(errors[0].contains("./tool.sh is not executable"), "{o:?}");
+
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(ok(cmd(&f)), "tool ran\n");
+}
+
+#[test]
+fn an_unknown_flag_is_125_and_runs_nothing() {
+    let f = Fixture::new();
+    let (script, marker) = marker_script(&f);
+    let o = run(f.sh(&["--bogus-flag"], &script));
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(o.stderr.contains("--bogus-flag"), "{o:?}");
+    assert!(!marker.exists(), "the command ran despite the bad flag");
+}
+
+#[test]
+fn env_without_equals_is_125_and_names_it() {
+    let f = Fixture::new();
+    let (script, marker) = marker_script(&f);
+    let o = run(f.sh(&["--env", "NOEQUALS"], &script));
+    assert_eq!(o.code, 125, "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(errors[0].contains("NOEQUALS"), "{o:?}");
+    assert!(!marker.exists(), "the command ran despite the bad --env");
+
+    // The well-formed variant works.
+    assert_eq!(ok(f.sh(&["--env", "OK_VAR=1"], "echo $OK_VAR")), "1\n");
+}
+
+#[test]
+fn a_spec_with_an_unknown_field_is_125_and_names_it() {
+    let f = Fixture::new();
+    let (script, marker) = marker_script(&f);
+    let spec = f.write("spec.json", r#"{"version": 1, "extraEnv": {"A": "b"}}"#);
+    let o = run(f.sh(&["--spec", spec.to_str().unwrap()], &script));
+    assert_eq!(o.code, 125, "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(errors[0].contains("extraEnv"), "{o:?}");
+    assert!(!marker.exists(), "the command ran despite the bad spec");
+
+    // The same spec with the real field name is accepted.
+    let spec = f.write("good.json", r#"{"version": 1, "env": {"A": "from-spec"}}"#);
+    assert_eq!(
+        ok(f.sh(&["--spec", spec.to_str().unwrap()], "echo $A")),
+        "from-spec\n"
+    );
+}
+
+#[test]
+fn a_spec_of_version_2_is_125() {
+    let f = Fixture::new();
+    let (script, marker) = marker_script(&f);
+    let spec = f.write("spec.json", r#"{"version": 2}"#);
+    let o = run(f.sh(&["--spec", spec.to_str().unwrap()], &script));
+    assert_eq!(o.code, 125, "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(errors[0].contains("version is 2, expected 1"), "{o:?}");
+    assert!(!marker.exists(), "the command ran despite the bad spec");
+}
+
+#[test]
+fn schema_prints_the_checked_in_schema() {
+    let f = Fixture::new();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("spec.schema.json");
+    let Ok(expected) = std::fs::read_to_string(&file) else {
+        eprintln!(
+            "SKIPPED schema_prints_the_checked_in_schema: cannot read {}",
+            file.display()
+        );
+        return;
+    };
+    let mut c = f.cmd();
+    c.arg("schema");
+    let printed = ok(c);
+    assert_eq!(printed, expected);
+    let v: serde_json::Value = serde_json::from_str(&printed).unwrap();
+    assert!(v["properties"]["rwDirs"].is_object(), "{printed}");
+}
+
+/// `agent-sandbox run --dry-run [extra…] -- sh -c 'touch <proj>/ran'`.
+fn dry_run(f: &Fixture, extra: &[&str]) -> (Out, std::path::PathBuf) {
+    let (script, marker) = marker_script(f);
+    let mut args = vec!["--dry-run"];
+    args.extend_from_slice(extra);
+    (run(f.sh(&args, &script)), marker)
+}
+
+#[test]
+fn dry_run_lists_mounts_with_their_modes() {
+    let f = Fixture::new();
+    let claude = f.home.join(".claude");
+    let gitconfig = f.home.join(".gitconfig");
+    std::fs::create_dir(&claude).unwrap();
+    std::fs::write(&gitconfig, "").unwrap();
+    let (o, _) = dry_run(&f, &["--rw", "~/.claude", "--ro", "~/.gitconfig"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    for want in [
+        format!("  rw      {}", f.proj.display()),
+        format!("  tmpfs   {}", f.home.display()),
+        format!("  rw      {}", claude.display()),
+        format!("  ro      {}", gitconfig.display()),
+        "  ro      /usr".to_string(),
+        "  tmpfs   /tmp".to_string(),
+    ] {
+        assert!(lines.contains(&want.as_str()), "missing {want:?}\n{o:?}");
+    }
+    // The home tmpfs comes before what is mounted inside it, or it would hide them.
+    let pos = |s: &str| lines.iter().position(|l| *l == s).unwrap();
+    assert!(
+        pos(&format!("  tmpfs   {}", f.home.display()))
+            < pos(&format!("  rw      {}", f.proj.display())),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn dry_run_masks_secret_looking_values() {
+    let f = Fixture::new();
+    let (o, _) = dry_run(&f, &["--env", "API_TOKEN=hunter2", "--env", "EDITOR=vim"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        lines.contains(&"  API_TOKEN=<masked, 7 chars>"),
+        "secret not masked in the environment section\n{o:?}"
+    );
+    assert!(lines.contains(&"  EDITOR=\"vim\""), "{o:?}");
+    let leaks: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("hunter2"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "the secret value is printed by --dry-run in: {leaks:#?}"
+    );
+}
+
+#[test]
+fn dry_run_shows_the_network_policy() {
+    let f = Fixture::new();
+    let (o, _) = dry_run(&f, &["--no-network"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with("network: blocked")),
+        "{o:?}"
+    );
+    let (o, _) = dry_run(&f, &[]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with("network: open")),
+        "{o:?}"
+    );
+    assert!(!o.stdout.contains("network: blocked"), "{o:?}");
+}
+
+#[test]
+fn dry_run_starts_nothing() {
+    let f = Fixture::new();
+    let (o, marker) = dry_run(&f, &["--no-network"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("touch"), "the command is shown: {o:?}");
+    assert!(!marker.exists(), "--dry-run ran the command");
+    assert!(
+        !f.state.join("agent-sandbox").exists(),
+        "--dry-run created a session directory"
+    );
+    // The same invocation without --dry-run does run it.
+    let (script, marker) = marker_script(&f);
+    ok(f.sh(&["--no-network"], &script));
+    assert!(marker.exists());
+}
+
+/// Regression guard for `x=$(agent-sandbox run -- …)`: a helper thread or a leftover process
+/// holding stdout open made the capture wait.
+#[test]
+fn captured_stdout_returns_promptly() {
+    let f = Fixture::new();
+    let start = Instant::now();
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--", "echo", "hi"]);
+    assert_eq!(ok(c), "hi\n");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+
+    // A background process that inherited stdout dies with the sandbox, so it cannot hold the
+    // pipe open either.
+    let start = Instant::now();
+    assert_eq!(ok(f.sh(&["--no-network"], "sleep 30 & echo hi")), "hi\n");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
 }

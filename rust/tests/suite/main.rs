@@ -5,4 +5,14 @@
 //! unprivileged user from a copy, see scripts/test).
 
 mod common;
+
 mod cli;
+mod environment;
+mod filesystem;
+mod git;
+mod guard;
+mod identity;
+mod session;
+mod signals;
+mod symlinks;
+mod terminal;

@@ -1,0 +1,396 @@
+//! Open network mode: the internet without the host.
+//!
+//! The launcher starts a small holder process (`agent-sandbox __netns-hold`) that creates a user
+//! and network namespace, then attaches pasta (user-mode networking) to it by PID with host
+//! loopback mapping off, makes every address of the host unreachable inside the namespace, and
+//! finally runs bwrap inside it through `agent-sandbox __enter PID -- bwrap …`.
+//!
+//! Why this shape: pasta started as root cannot map users itself, and Debian 12's pasta leaves
+//! the host's /proc mounted when it spawns the command, which breaks bwrap. Creating the
+//! namespaces ourselves and attaching pasta by PID works for root and non-root alike.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use nix::sched::{CloneFlags, setns, unshare};
+
+/// Holder protocol lines.
+const READY: &str = "ready";
+const GO: &str = "go";
+const OK: &str = "ok";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    #[error(
+        "open network mode needs pasta (from the passt package), which was not found. Fix: install it (Debian/Ubuntu: apt install passt; Fedora: dnf install passt), set AGENT_SANDBOX_PASTA to its path, or use --no-network"
+    )]
+    NoPasta,
+    #[error(
+        "open network mode needs `ip` (iproute2) to cut the host off, which was not found. Fix: install iproute2, or use --no-network"
+    )]
+    NoIp,
+    #[error("cannot start the network namespace holder: {0}")]
+    Holder(std::io::Error),
+    #[error("the network namespace could not be created: {0}. Fix: make sure unprivileged user namespaces are enabled, or use --no-network")]
+    Namespace(String),
+    #[error("pasta could not connect the sandbox to the network: {0}")]
+    Pasta(String),
+    #[error("cannot cut the host off inside the sandbox's network: {0}")]
+    Routes(String),
+}
+
+pub type Result<T> = std::result::Result<T, NetnsError>;
+
+fn find_tool(env: &str, names: &[&str]) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|c| c.is_file())
+}
+
+/// Every address of the host's interfaces except loopback (inside, loopback is the sandbox's
+/// own). Services bound to 0.0.0.0 answer on all of these, so all must be unreachable.
+pub fn host_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs {
+            let Some(sa) = a.address else { continue };
+            let ip = if let Some(v4) = sa.as_sockaddr_in() {
+                IpAddr::V4(v4.ip())
+            } else if let Some(v6) = sa.as_sockaddr_in6() {
+                IpAddr::V6(v6.ip())
+            } else {
+                continue;
+            };
+            if !ip.is_loopback() && !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
+}
+
+/// `ip route add unreachable …` argument lists for the host's addresses. Pure.
+pub fn route_commands(addrs: &[IpAddr]) -> Vec<Vec<String>> {
+    addrs
+        .iter()
+        .map(|a| match a {
+            IpAddr::V4(v4) => vec![
+                "-4".into(),
+                "route".into(),
+                "add".into(),
+                "unreachable".into(),
+                format!("{v4}/32"),
+            ],
+            IpAddr::V6(v6) => vec![
+                "-6".into(),
+                "route".into(),
+                "add".into(),
+                "unreachable".into(),
+                format!("{v6}/128"),
+            ],
+        })
+        .collect()
+}
+
+/// pasta's argv to attach to the holder `pid`. Pure.
+pub fn pasta_args(pid: u32, as_root: bool, log: &Path) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![
+        "--config-net".into(),
+        "--quiet".into(),
+        // No port forwarding in either direction: the host's loopback services stay out of
+        // reach, and nothing on the host can reach into the sandbox.
+        "-t".into(),
+        "none".into(),
+        "-u".into(),
+        "none".into(),
+        "-T".into(),
+        "none".into(),
+        "-U".into(),
+        "none".into(),
+        // The gateway address must lead to the real gateway, not to the host's loopback.
+        "--no-map-gw".into(),
+        "--log-file".into(),
+        log.into(),
+    ];
+    if as_root {
+        // As root pasta would drop to nobody before opening the namespaces, and fail.
+        a.extend(["--runas".into(), "0:0".into()]);
+    }
+    a.extend([
+        "--userns".into(),
+        format!("/proc/{pid}/ns/user").into(),
+        "--netns".into(),
+        format!("/proc/{pid}/ns/net").into(),
+    ]);
+    a
+}
+
+/// The holder: a live process owning the sandbox's user and network namespaces.
+pub struct Holder {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Holder {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        // Closing its stdin ends the holder; the namespace dies with its last process.
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Create the namespace, attach pasta, cut the host off. On success the returned holder keeps
+/// the namespace alive; run bwrap inside with [`enter_prefix`].
+pub fn setup(helper_exe: &Path, session_dir: &Path) -> Result<Holder> {
+    let pasta = find_tool("AGENT_SANDBOX_PASTA", &["pasta"]).ok_or(NetnsError::NoPasta)?;
+    let ip = find_tool("AGENT_SANDBOX_IP", &["ip"]).ok_or(NetnsError::NoIp)?;
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    let mut cmd = Command::new(helper_exe);
+    cmd.arg("__netns-hold")
+        .arg(uid.to_string())
+        .arg(gid.to_string())
+        .arg(&ip)
+        .args(host_addresses().iter().map(|a| a.to_string()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // The holder must not outlive the launcher.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd.spawn().map_err(NetnsError::Holder)?;
+    let stdin = child.stdin.take();
+    let mut holder = Holder { child, stdin };
+    let stdout = holder.child.stdout.take().expect("piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut expect = |what: &str, err: fn(String) -> NetnsError, holder: &mut Holder| {
+        match lines.next() {
+            Some(Ok(l)) if l == what => Ok(()),
+            Some(Ok(l)) => Err(err(l)),
+            _ => {
+                let mut msg = String::new();
+                if let Some(mut e) = holder.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut msg);
+                }
+                Err(err(msg.trim().to_string()))
+            }
+        }
+    };
+    expect(READY, NetnsError::Namespace, &mut holder)?;
+
+    let log = session_dir.join("pasta.log");
+    let as_root = uid == 0;
+    let out = Command::new(&pasta)
+        .args(pasta_args(holder.pid(), as_root, &log))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| NetnsError::Pasta(format!("cannot run {}: {e}", pasta.display())))?;
+    if !out.status.success() {
+        let mut msg: String = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .chain(std::fs::read_to_string(&log).unwrap_or_default().lines())
+            .filter(|l| !l.contains("syslog") && !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        if msg.contains("tun") {
+            msg.push_str(
+                ". Fix: /dev/net/tun must be usable by your user (mode 0666 on most distributions: sudo chmod 666 /dev/net/tun), or use --no-network",
+            );
+        }
+        return Err(NetnsError::Pasta(msg));
+    }
+    if let Some(stdin) = holder.stdin.as_mut() {
+        writeln!(stdin, "{GO}").map_err(|e| NetnsError::Routes(e.to_string()))?;
+    }
+    expect(OK, NetnsError::Routes, &mut holder)?;
+    Ok(holder)
+}
+
+/// The argv prefix that runs a program inside the holder's namespaces.
+pub fn enter_prefix(helper_exe: &Path, holder_pid: u32) -> Vec<OsString> {
+    vec![
+        helper_exe.into(),
+        "__enter".into(),
+        holder_pid.to_string().into(),
+        "--".into(),
+    ]
+}
+
+fn write_proc(path: &str, contents: &str) -> std::result::Result<(), String> {
+    std::fs::write(path, contents).map_err(|e| format!("cannot write {path}: {e}"))
+}
+
+/// `agent-sandbox __netns-hold UID GID IP-BINARY ADDR…` — runs in the holder process.
+pub fn hold_main(args: &[OsString]) -> i32 {
+    let fail = |msg: String| {
+        eprintln!("{msg}");
+        1
+    };
+    let [uid, gid, ip, addrs @ ..] = args else {
+        return fail("usage: __netns-hold UID GID IP ADDR…".into());
+    };
+    let (uid, gid) = (uid.to_string_lossy(), gid.to_string_lossy());
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET) {
+        return fail(format!("unshare(user, net) failed: {e}"));
+    }
+    // Map ourselves to root of the new namespace: the holder configures routes, and bwrap,
+    // entering later, maps the sandbox user back to the caller's uid.
+    let maps = write_proc("/proc/self/setgroups", "deny")
+        .and_then(|_| write_proc("/proc/self/uid_map", &format!("0 {uid} 1")))
+        .and_then(|_| write_proc("/proc/self/gid_map", &format!("0 {gid} 1")));
+    if let Err(e) = maps {
+        return fail(e);
+    }
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{READY}");
+    let _ = out.flush();
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 || line.trim() != GO {
+        return 1;
+    }
+    let addrs: Vec<IpAddr> = addrs
+        .iter()
+        .filter_map(|a| a.to_str().and_then(|s| s.parse().ok()))
+        .collect();
+    for args in route_commands(&addrs) {
+        let r = Command::new(ip)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        match r {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                let _ = writeln!(
+                    out,
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                return 1;
+            }
+            Err(e) => {
+                let _ = writeln!(out, "cannot run {}: {e}", Path::new(ip).display());
+                return 1;
+            }
+        }
+    }
+    let _ = writeln!(out, "{OK}");
+    let _ = out.flush();
+    // Hold the namespace until the launcher closes our stdin (or dies).
+    let mut rest = String::new();
+    while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
+        rest.clear();
+    }
+    0
+}
+
+/// `agent-sandbox __enter PID -- PROGRAM ARGS…` — join PID's user and network namespaces, exec.
+pub fn enter_main(args: &[OsString]) -> i32 {
+    let (pid, rest) = match args {
+        [pid, sep, rest @ ..] if sep == "--" && !rest.is_empty() => (pid, rest),
+        _ => {
+            eprintln!("agent-sandbox: error: usage: __enter PID -- PROGRAM ARGS…");
+            return 125;
+        }
+    };
+    let pid = pid.to_string_lossy();
+    for (ns, flag) in [
+        ("user", CloneFlags::CLONE_NEWUSER),
+        ("net", CloneFlags::CLONE_NEWNET),
+    ] {
+        let path = format!("/proc/{pid}/ns/{ns}");
+        let r = std::fs::File::open(&path)
+            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+            .and_then(|f| setns(f.as_fd(), flag));
+        if let Err(e) = r {
+            // Fail closed: never run bwrap in the host's network namespace by accident.
+            eprintln!("agent-sandbox: error: cannot join the sandbox network namespace {path}: {e}");
+            return 125;
+        }
+    }
+    let err = Command::new(&rest[0]).args(&rest[1..]).exec();
+    eprintln!(
+        "agent-sandbox: error: cannot run {}: {err}",
+        Path::new(&rest[0]).display()
+    );
+    125
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pasta_argv_exact() {
+        let a = pasta_args(42, false, Path::new("/s/pasta.log"));
+        let s: Vec<&str> = a.iter().map(|x| x.to_str().unwrap()).collect();
+        assert_eq!(
+            s,
+            [
+                "--config-net",
+                "--quiet",
+                "-t",
+                "none",
+                "-u",
+                "none",
+                "-T",
+                "none",
+                "-U",
+                "none",
+                "--no-map-gw",
+                "--log-file",
+                "/s/pasta.log",
+                "--userns",
+                "/proc/42/ns/user",
+                "--netns",
+                "/proc/42/ns/net"
+            ]
+        );
+        let r = pasta_args(42, true, Path::new("/l"));
+        let i = r.iter().position(|x| x == "--runas").unwrap();
+        assert_eq!(r[i + 1], "0:0");
+    }
+
+    #[test]
+    fn routes_cover_v4_and_v6() {
+        let r = route_commands(&["192.0.2.2".parse().unwrap(), "fd00::2".parse().unwrap()]);
+        assert_eq!(
+            r,
+            [
+                vec!["-4", "route", "add", "unreachable", "192.0.2.2/32"],
+                vec!["-6", "route", "add", "unreachable", "fd00::2/128"],
+            ]
+        );
+    }
+
+    #[test]
+    fn host_addresses_exclude_loopback() {
+        assert!(host_addresses().iter().all(|a| !a.is_loopback()));
+    }
+}

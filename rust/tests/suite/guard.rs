@@ -1,0 +1,289 @@
+//! The launch directory guard: never from `/` or above `$HOME`; from `$HOME` itself only after
+//! a `y` typed on the terminal (never read from stdin).
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// `sh -c 'touch MARKER'` from `cwd`; returns the run and whether the marker appeared.
+fn launch_from(f: &Fixture, cwd: &Path, marker: &Path) -> Out {
+    let mut c = f.sh(&["--no-network"], &format!("touch '{}'", marker.display()));
+    c.current_dir(cwd);
+    run(c)
+}
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("agent-sandbox: error:"))
+        .collect()
+}
+
+/// Without a controlling terminal: a new session, so `/dev/tty` cannot be opened.
+fn without_tty(c: &mut Command) {
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[test]
+fn launching_from_root_is_refused() {
+    let f = Fixture::new();
+    let marker = f.proj.join("ran");
+    let o = launch_from(&f, Path::new("/"), &marker);
+    assert_eq!(o.code, 125, "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(errors[0].contains("refusing to launch from /"), "{o:?}");
+    assert!(!marker.exists(), "the command ran");
+    // The allowed counterpart: from the project it runs.
+    let o = launch_from(&f, &f.proj, &marker);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(marker.exists());
+}
+
+#[test]
+fn launching_from_above_home_is_refused() {
+    let f = Fixture::new();
+    let marker = f.proj.join("ran");
+    let parent = f.home.parent().unwrap().to_path_buf();
+    for cwd in [parent.as_path(), parent.parent().unwrap()] {
+        let o = launch_from(&f, cwd, &marker);
+        assert_eq!(o.code, 125, "{}: {o:?}", cwd.display());
+        let errors = error_lines(&o.stderr);
+        assert_eq!(errors.len(), 1, "{o:?}");
+        assert!(
+            errors[0].contains(&format!(
+                "refusing to launch from {} because it contains your home directory {}",
+                cwd.display(),
+                f.home.display()
+            )),
+            "{o:?}"
+        );
+        assert!(!marker.exists(), "the command ran from {}", cwd.display());
+    }
+    // A sibling of $HOME is not above it.
+    let sibling = f.root().join("home2");
+    std::fs::create_dir(&sibling).unwrap();
+    let o = launch_from(&f, &sibling, &marker);
+    assert_eq!(o.code, 0, "{o:?}");
+}
+
+#[test]
+fn launching_from_home_without_a_terminal_is_refused() {
+    let f = Fixture::new();
+    let marker = f.home.join("ran");
+    for stdin in ["null", "y on stdin"] {
+        let mut c = f.sh(&["--no-network"], &format!("touch '{}'", marker.display()));
+        c.current_dir(&f.home);
+        without_tty(&mut c);
+        let o = if stdin == "null" {
+            c.stdin(Stdio::null());
+            run(c)
+        } else {
+            // Never read the answer from stdin: the agent's input could supply it.
+            c.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            let _ = child.stdin.take().unwrap().write_all(b"y\n");
+            let o = child.wait_with_output().unwrap();
+            Out {
+                code: o.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            }
+        };
+        assert_eq!(o.code, 125, "{stdin}: {o:?}");
+        let errors = error_lines(&o.stderr);
+        assert_eq!(errors.len(), 1, "{stdin}: {o:?}");
+        assert!(
+            errors[0].contains("refusing to launch from your home directory")
+                && errors[0].contains("without confirmation"),
+            "{stdin}: {o:?}"
+        );
+        assert!(!marker.exists(), "{stdin}: the command ran");
+    }
+}
+
+/// Runs `c` with a new pty as its controlling terminal (stdin is /dev/null), waits for the
+/// `[y/N]` prompt on the terminal, types `answer`, and returns the run and the terminal text.
+/// `None` when no pty can be opened.
+fn answer_on_tty(mut c: Command, answer: &[u8]) -> Option<(Out, String)> {
+    let pty = match nix::pty::openpty(None, None) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("cannot open a pty: {e}");
+            return None;
+        }
+    };
+    for fd in [pty.master.as_raw_fd(), pty.slave.as_raw_fd()] {
+        // SAFETY: plain fcntl on fds we own; other tests' children must not inherit them.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    let slave = pty.slave.as_raw_fd();
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid and ioctl are async-signal-safe.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setsid() < 0 || libc::ioctl(slave, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = c.spawn().unwrap();
+    drop(pty.slave);
+
+    let transcript = Arc::new(Mutex::new(Vec::new()));
+    let mut master = std::fs::File::from(pty.master);
+    let mut writer = master.try_clone().unwrap();
+    {
+        let transcript = transcript.clone();
+        // Ends with EIO once the last holder of the terminal is gone; never joined.
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                transcript.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+    }
+    let text = |t: &Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&t.lock().unwrap()).into_owned();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut answered = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if !answered && text(&transcript).contains("[y/N]") {
+            writer.write_all(answer).unwrap();
+            answered = true;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "no exit within 5 s (answered: {answered}); terminal:\n{}",
+                text(&transcript)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    // Give the reader a moment to drain what was echoed.
+    std::thread::sleep(Duration::from_millis(20));
+    let out = Out {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    };
+    Some((out, text(&transcript)))
+}
+
+fn confirm_from_home(answer: &[u8]) -> Option<(Out, String, Fixture, PathBuf)> {
+    let f = Fixture::new();
+    let marker = f.home.join("ran");
+    let mut c = f.sh(
+        &["--no-network"],
+        &format!("touch '{}' && echo ran", marker.display()),
+    );
+    c.current_dir(&f.home);
+    let (o, tty) = answer_on_tty(c, answer)?;
+    Some((o, tty, f, marker))
+}
+
+#[test]
+fn launching_from_home_runs_after_y_on_the_terminal() {
+    let Some((o, tty, f, marker)) = confirm_from_home(b"y\n") else {
+        eprintln!("SKIPPED launching_from_home_runs_after_y_on_the_terminal: no pty");
+        return;
+    };
+    assert_eq!(o.code, 0, "{o:?}\nterminal:\n{tty}");
+    assert_eq!(o.stdout, "ran\n", "{o:?}");
+    assert!(marker.exists(), "the command did not run");
+    assert!(
+        tty.contains(&format!(
+            "you are launching from your home directory {}",
+            f.home.display()
+        )) && tty.contains("continue? [y/N]"),
+        "the question was not asked on the terminal:\n{tty}"
+    );
+    assert!(!o.stdout.contains("[y/N]"), "asked on stdout: {o:?}");
+}
+
+#[test]
+fn launching_from_home_is_refused_after_n_on_the_terminal() {
+    let Some((o, tty, _f, marker)) = confirm_from_home(b"n\n") else {
+        eprintln!("SKIPPED launching_from_home_is_refused_after_n_on_the_terminal: no pty");
+        return;
+    };
+    assert_eq!(o.code, 125, "{o:?}\nterminal:\n{tty}");
+    assert!(tty.contains("continue? [y/N]"), "{tty}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(errors[0].contains("without confirmation"), "{o:?}");
+    assert!(!marker.exists(), "the command ran");
+    assert_eq!(o.stdout, "", "{o:?}");
+}
+
+/// `$HOME` reached through a symlink: the guard compares canonical paths, so the real parent of
+/// the home directory is refused even though it is not a prefix of `$HOME` as written.
+#[test]
+fn a_symlinked_home_does_not_slip_through() {
+    let f = Fixture::new();
+    let real = f.root().join("real");
+    let real_home = real.join("home");
+    std::fs::create_dir_all(real_home.join("proj")).unwrap();
+    let link_home = f.root().join("link-home");
+    std::os::unix::fs::symlink(&real_home, &link_home).unwrap();
+    let marker = real_home.join("proj/ran");
+    let script = format!("touch '{}'", marker.display());
+
+    let mut c = f.sh(&["--no-network"], &script);
+    c.env("HOME", &link_home).current_dir(&real);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    let errors = error_lines(&o.stderr);
+    assert_eq!(errors.len(), 1, "{o:?}");
+    assert!(
+        errors[0].contains(&format!("refusing to launch from {}", real.display())),
+        "{o:?}"
+    );
+    assert!(!marker.exists(), "the command ran");
+
+    // From the project below the real home it runs.
+    let mut c = f.sh(&["--no-network"], &script);
+    c.env("HOME", &link_home)
+        .current_dir(real_home.join("proj"));
+    let o = run(c);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(marker.exists());
+}

@@ -1,0 +1,128 @@
+//! Per-session state: one private directory per launch under `$XDG_STATE_HOME/agent-sandbox`,
+//! the newest 25 kept, nothing in the shared `/tmp`.
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+fn sessions(f: &Fixture) -> Vec<PathBuf> {
+    let base = f.state.join("agent-sandbox");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&base)
+        .unwrap_or_else(|e| panic!("read {}: {e}", base.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_session_leaves_a_private_dir_with_the_plan_and_argv() {
+    let f = Fixture::new();
+    // The session dir is not visible from inside.
+    let script = format!(
+        "ls '{}' 2>/dev/null && echo STATE-VISIBLE; echo done",
+        f.state.display()
+    );
+    assert_eq!(ok(f.sh(&["--no-network"], &script)), "done\n");
+    let dirs = sessions(&f);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = &dirs[0];
+    assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    assert_eq!(mode(&f.state.join("agent-sandbox")), 0o700);
+    assert!(
+        dir.file_name().unwrap().to_str().unwrap().ends_with("-sh"),
+        "{}",
+        dir.display()
+    );
+
+    let log = std::fs::read_to_string(dir.join("launch.log")).unwrap();
+    assert!(
+        log.contains(&format!("  rw      {}", f.proj.display())),
+        "{log}"
+    );
+    assert!(log.contains("network: blocked"), "{log}");
+    assert_eq!(mode(&dir.join("launch.log")), 0o600);
+
+    let argv: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("argv.json")).unwrap())
+            .expect("argv.json is a JSON array of strings");
+    assert!(argv[0].ends_with("bwrap"), "{argv:?}");
+    assert!(argv.contains(&"--unshare-pid".to_string()), "{argv:?}");
+    assert_eq!(
+        &argv[argv.len() - 3..],
+        &["sh".to_string(), "-c".to_string(), script],
+        "{argv:?}"
+    );
+    assert_eq!(mode(&dir.join("argv.json")), 0o600);
+}
+
+#[test]
+fn only_the_newest_25_sessions_are_kept() {
+    let f = Fixture::new();
+    let mut last_pid = 0;
+    for _ in 0..27 {
+        let mut c = f.cmd();
+        c.args(["run", "--no-network", "--", "true"]);
+        let child = c.spawn().unwrap();
+        last_pid = child.id();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let dirs = sessions(&f);
+    assert_eq!(dirs.len(), 25, "{dirs:?}");
+    let suffix = format!("-{last_pid}-true");
+    assert!(
+        dirs.iter().any(|d| d.to_str().unwrap().ends_with(&suffix)),
+        "the newest session ({suffix}) was rotated away: {dirs:?}"
+    );
+}
+
+/// Regression: rotation ran after the new session dir was created and sorted only by name, so
+/// with 25 dirs named later than now (a clock that was ahead, or moved back) it deleted the new
+/// dir itself and every launch failed with "cannot write …/passwd".
+#[test]
+fn session_dirs_from_the_future_do_not_break_launching() {
+    let f = Fixture::new();
+    let base = f.state.join("agent-sandbox");
+    for i in 0..25 {
+        std::fs::create_dir_all(base.join(format!("29991231T0000{i:02}Z-1-old"))).unwrap();
+    }
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--", "echo", "hi"]);
+    assert_eq!(ok(c), "hi\n");
+}
+
+fn tmp_entries() -> BTreeSet<String> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("agent-sandbox") || n.contains("bwrap") || n.contains("sandbox"))
+        .collect()
+}
+
+#[test]
+fn nothing_is_created_in_the_host_tmp() {
+    let f = Fixture::new();
+    let own_tmp = f.root().join("tmpdir");
+    std::fs::create_dir(&own_tmp).unwrap();
+    let probe = format!("as-inside-only-{}", std::process::id());
+    let before = tmp_entries();
+    for extra in [&["--no-network"][..], &[][..], &["--dry-run"][..]] {
+        let mut c = f.sh(extra, &format!("echo x > /tmp/{probe}; echo ok"));
+        c.env("TMPDIR", &own_tmp);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{o:?}");
+    }
+    let after = tmp_entries();
+    let new: Vec<&String> = after.difference(&before).collect();
+    assert!(new.is_empty(), "created in /tmp: {new:?}");
+    assert!(!Path::new("/tmp").join(&probe).exists());
+    let in_tmpdir: Vec<_> = std::fs::read_dir(&own_tmp).unwrap().collect();
+    assert!(in_tmpdir.is_empty(), "created in $TMPDIR: {in_tmpdir:?}");
+}

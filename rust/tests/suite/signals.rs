@@ -1,0 +1,287 @@
+//! Signals: those sent to `agent-sandbox` reach the command, a command killed by signal N gives
+//! 128+N, and nothing in the sandbox outlives the launcher or the command.
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::common::*;
+
+/// A launched `agent-sandbox` whose stdout lines arrive on `lines`.
+struct Running {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Receiver<String>,
+}
+
+fn spawn(mut c: Command) -> Running {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn agent-sandbox");
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (etx, stderr) = mpsc::channel();
+    let mut err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        let _ = etx.send(s);
+    });
+    Running {
+        child,
+        lines,
+        stderr,
+    }
+}
+
+impl Running {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Waits for the line `want` on stdout; panics (killing the sandbox) after 5 s.
+    fn wait_for_line(&mut self, want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line == want => return,
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    let stderr = self.stderr.recv().unwrap_or_default();
+                    panic!("never saw {want:?} on stdout; stderr:\n{stderr}");
+                }
+            }
+        }
+    }
+
+    /// Exit code (128+N if a signal killed the launcher itself) and the rest of stdout. Panics
+    /// (killing the sandbox) if the launcher has not exited within `timeout`.
+    fn finish(mut self, timeout: Duration) -> (i32, String, String) {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("agent-sandbox did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let code = std::os::unix::process::ExitStatusExt::signal(&status)
+            .map(|s| 128 + s)
+            .or(status.code())
+            .unwrap();
+        let mut rest = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            rest.push(line);
+        }
+        let stderr = self
+            .stderr
+            .recv_timeout(Duration::from_secs(2))
+            .unwrap_or_default();
+        (code, rest.join("\n"), stderr)
+    }
+}
+
+/// A sandboxed script that traps `name`, reports it, and exits 7.
+fn trapping(f: &Fixture, name: &str) -> Command {
+    f.sh(
+        &["--no-network"],
+        &format!("trap 'echo got {name}; exit 7' {name}; echo ready; while :; do sleep 0.1; done"),
+    )
+}
+
+fn signal_reaches_the_command(signal: Signal, name: &str) {
+    let f = Fixture::new();
+    let mut r = spawn(trapping(&f, name));
+    r.wait_for_line("ready");
+    let sent = Instant::now();
+    kill(r.pid(), signal).unwrap();
+    let (code, rest, stderr) = r.finish(Duration::from_secs(5));
+    assert_eq!(
+        (code, rest.as_str()),
+        (7, format!("got {name}").as_str()),
+        "SIG{name} did not reach the command's trap; stderr:\n{stderr}"
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+}
+
+#[test]
+fn term_reaches_the_command() {
+    signal_reaches_the_command(Signal::SIGTERM, "TERM");
+}
+
+#[test]
+fn int_reaches_the_command() {
+    signal_reaches_the_command(Signal::SIGINT, "INT");
+}
+
+#[test]
+fn hup_reaches_the_command() {
+    signal_reaches_the_command(Signal::SIGHUP, "HUP");
+}
+
+#[test]
+fn quit_reaches_the_command() {
+    signal_reaches_the_command(Signal::SIGQUIT, "QUIT");
+}
+
+#[test]
+fn usr1_reaches_the_command() {
+    signal_reaches_the_command(Signal::SIGUSR1, "USR1");
+}
+
+#[test]
+fn usr2_reaches_the_command() {
+    signal_reaches_the_command(Signal::SIGUSR2, "USR2");
+}
+
+/// A command without a trap dies of the forwarded signal, and the launcher says so.
+#[test]
+fn untrapped_term_ends_the_command_with_143() {
+    let f = Fixture::new();
+    let mut r = spawn(f.sh(&["--no-network"], "echo ready; while :; do sleep 0.1; done"));
+    r.wait_for_line("ready");
+    kill(r.pid(), Signal::SIGTERM).unwrap();
+    let (code, _, stderr) = r.finish(Duration::from_secs(5));
+    assert_eq!(code, 143, "{stderr}");
+}
+
+#[test]
+fn command_killed_by_a_signal_gives_128_plus_n() {
+    let f = Fixture::new();
+    for (signal, code) in [("KILL", 137), ("TERM", 143), ("USR1", 138), ("HUP", 129)] {
+        let o = run(f.sh(&["--no-network"], &format!("kill -{signal} $$")));
+        assert_eq!(o.code, code, "SIG{signal}: {o:?}");
+    }
+    // An exit status that merely looks like one stays what it is.
+    assert_eq!(run(f.sh(&["--no-network"], "exit 130")).code, 130);
+}
+
+/// A marker no other process on the machine has in its argv.
+fn unique_marker() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("1000.{}{:09}", std::process::id(), nanos)
+}
+
+/// Host PIDs of live processes whose argv contains `marker` (zombies have no argv).
+fn processes_with(marker: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let argv = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if argv.contains(marker) {
+            found.push((pid, argv));
+        }
+    }
+    found
+}
+
+/// Waits up to `within` for `cond`; returns whether it held.
+fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigkill_of_the_launcher_kills_the_sandbox() {
+    let f = Fixture::new();
+    let marker = unique_marker();
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--", "sleep", &marker]);
+    let mut r = spawn(c);
+    let sleep_argv = format!("sleep {marker} ");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            processes_with(&marker)
+                .iter()
+                .any(|(_, a)| *a == sleep_argv)
+        }),
+        "the sandboxed sleep never started: {:?}",
+        processes_with(&marker)
+    );
+    kill(r.pid(), Signal::SIGKILL).unwrap();
+    r.child.wait().unwrap();
+    // bwrap, our init and the sleep itself all carry the marker.
+    assert!(
+        eventually(Duration::from_secs(2), || processes_with(&marker)
+            .is_empty()),
+        "still running 2 s after the launcher was killed: {:?}",
+        processes_with(&marker)
+    );
+}
+
+/// The init ends the namespace when the command exits, so a daemon the command left behind
+/// cannot keep `$(agent-sandbox run …)` waiting for the end of its stdout.
+#[test]
+fn background_child_does_not_outlive_the_command() {
+    let f = Fixture::new();
+    let marker = unique_marker();
+    let start = Instant::now();
+    let r = spawn(f.sh(&["--no-network"], &format!("sleep {marker} & echo done")));
+    let Running {
+        mut child, lines, ..
+    } = r;
+    // stdout reaches end-of-file only when every holder of the pipe is gone.
+    let mut out = Vec::new();
+    loop {
+        let left = Duration::from_secs(3).saturating_sub(start.elapsed());
+        match lines.recv_timeout(left) {
+            Ok(line) => out.push(line),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let leftovers = processes_with(&marker);
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("stdout still open after 3 s; holders: {leftovers:?}");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(out, ["done"]);
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert!(
+        eventually(Duration::from_secs(2), || processes_with(&marker)
+            .is_empty()),
+        "the background sleep survived: {:?}",
+        processes_with(&marker)
+    );
+}
