@@ -261,9 +261,9 @@ fn refuse_unsupported(plan: &Plan, spec: &Spec) -> anyhow::Result<()> {
             "allowedDomains filtering needs the proxy, which this build does not include yet. Fix: use --no-network (allowedDomains = []) or leave allowedDomains unset for open network"
         );
     }
-    if plan.network == Network::Blocked && plan.allowed_local_ports != Some(vec![]) {
+    if plan.allowed_local_ports != Some(vec![]) {
         bail!(
-            "allowedLocalPorts with a blocked network needs the port bridge, which this build does not include yet. Fix: remove allowedLocalPorts"
+            "allowedLocalPorts needs the port bridge, which this build does not include yet. Fix: remove allowedLocalPorts / --allow-local-port"
         );
     }
     if spec.allow_nix {
@@ -273,6 +273,9 @@ fn refuse_unsupported(plan: &Plan, spec: &Spec) -> anyhow::Result<()> {
 }
 
 fn run(a: RunArgs) -> anyhow::Result<i32> {
+    // Before any thread exists: forwarded signals must be blocked everywhere (see supervise).
+    #[cfg(target_os = "linux")]
+    crate::linux::supervise::block_forwarded_signals()?;
     let home = host_home()?;
     let cwd_raw = std::env::current_dir()
         .context("cannot read the current directory. Fix: cd into an existing directory")?;
@@ -347,18 +350,29 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     for w in &plan.warnings {
         eprintln!("agent-sandbox: warning: {w}");
     }
-    if plan.network == Network::Open {
-        eprintln!(
-            "agent-sandbox: warning: open network mode shares the host network in this build (host services on loopback are reachable); use --no-network to cut it"
-        );
-    }
-    launch(&bwrap, &argv)
+    launch(&plan, &dir, &bwrap, &argv)
 }
 
 #[cfg(target_os = "linux")]
-fn launch(bwrap: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
-    use crate::linux::supervise::{Outcome, supervise};
-    match supervise(bwrap, argv)? {
+fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
+    use crate::linux::netns;
+    use crate::linux::supervise::{Outcome, supervise_via};
+    // Open mode: the sandbox gets its own network namespace with user-mode networking and
+    // the host cut off; the holder keeps that namespace alive until we return.
+    let holder = match plan.network {
+        Network::Open => {
+            let exe = std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
+            Some((netns::setup(&exe, session_dir)?, exe))
+        }
+        _ => None,
+    };
+    let prefix = holder
+        .as_ref()
+        .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
+        .unwrap_or_default();
+    let outcome = supervise_via(&prefix, bwrap, argv, &[])?;
+    drop(holder);
+    match outcome {
         Outcome::Exited(code) => Ok(code),
         Outcome::SetupFailed { bwrap_status } => {
             eprintln!(
@@ -370,7 +384,7 @@ fn launch(bwrap: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn launch(_bwrap: &Path, _argv: &[OsString]) -> anyhow::Result<i32> {
+fn launch(_plan: &Plan, _dir: &Path, _bwrap: &Path, _argv: &[OsString]) -> anyhow::Result<i32> {
     bail!("this build cannot launch sandboxes on this OS yet")
 }
 

@@ -114,6 +114,18 @@ pub fn supervise_with_fds(
     args: &[OsString],
     inherit: &[BorrowedFd<'_>],
 ) -> Result<Outcome> {
+    supervise_via(&[], bwrap, args, inherit)
+}
+
+/// [`supervise_with_fds`], with bwrap started through `prefix` (a program that sets something
+/// up and then execs the rest of its argv in place, keeping the PID and the descriptors: the
+/// open-network namespace entry `agent-sandbox __enter PID --`).
+pub fn supervise_via(
+    prefix: &[OsString],
+    bwrap: &Path,
+    args: &[OsString],
+    inherit: &[BorrowedFd<'_>],
+) -> Result<Outcome> {
     let mask = forwarded_signals();
     let ignored: Vec<Signal> = mask.iter().filter(|&s| is_ignored(s)).collect();
     mask.thread_block().map_err(SuperviseError::Signals)?;
@@ -127,7 +139,14 @@ pub fn supervise_with_fds(
     let keep: Vec<RawFd> = std::iter::once(status_fd)
         .chain(inherit.iter().map(|fd| fd.as_raw_fd()))
         .collect();
-    let mut command = Command::new(bwrap);
+    let mut command = match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bwrap);
+            c
+        }
+        None => Command::new(bwrap),
+    };
     command
         .arg("--json-status-fd")
         .arg(status_fd.to_string())

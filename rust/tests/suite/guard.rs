@@ -5,7 +5,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -75,8 +74,9 @@ fn launching_from_above_home_is_refused() {
     // A sibling of $HOME is not above it.
     let sibling = f.root().join("home2");
     std::fs::create_dir(&sibling).unwrap();
-    let o = launch_from(&f, &sibling, &marker);
+    let o = launch_from(&f, &sibling, &sibling.join("ran"));
     assert_eq!(o.code, 0, "{o:?}");
+    assert!(sibling.join("ran").exists());
 }
 
 #[test]
@@ -147,31 +147,34 @@ fn answer_on_tty(mut c: Command, answer: &[u8]) -> Option<(Out, String)> {
     let mut child = c.spawn().unwrap();
     drop(pty.slave);
 
-    let transcript = Arc::new(Mutex::new(Vec::new()));
-    let mut master = std::fs::File::from(pty.master);
-    let mut writer = master.try_clone().unwrap();
-    {
-        let transcript = transcript.clone();
-        // Ends with EIO once the last holder of the terminal is gone; never joined.
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1024];
-            while let Ok(n) = master.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                transcript.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
+    // Non-blocking reads from the main loop: the master reads EIO whenever no process has the
+    // terminal open (before the helper opens /dev/tty), which must not end the transcript.
+    // SAFETY: fcntl on an fd we own.
+    unsafe {
+        let fl = libc::fcntl(pty.master.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(pty.master.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
     }
-    let text = |t: &Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&t.lock().unwrap()).into_owned();
+    let mut master = std::fs::File::from(pty.master);
+    let mut transcript = Vec::new();
+    let drain = |master: &mut std::fs::File, transcript: &mut Vec<u8>| {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            transcript.extend_from_slice(&buf[..n]);
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut answered = false;
     let status = loop {
+        drain(&mut master, &mut transcript);
         if let Some(s) = child.try_wait().unwrap() {
+            drain(&mut master, &mut transcript);
             break s;
         }
-        if !answered && text(&transcript).contains("[y/N]") {
-            writer.write_all(answer).unwrap();
+        if !answered && String::from_utf8_lossy(&transcript).contains("[y/N]") {
+            master.write_all(answer).unwrap();
             answered = true;
         }
         if Instant::now() > deadline {
@@ -179,7 +182,7 @@ fn answer_on_tty(mut c: Command, answer: &[u8]) -> Option<(Out, String)> {
             let _ = child.wait();
             panic!(
                 "no exit within 5 s (answered: {answered}); terminal:\n{}",
-                text(&transcript)
+                String::from_utf8_lossy(&transcript)
             );
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -198,14 +201,12 @@ fn answer_on_tty(mut c: Command, answer: &[u8]) -> Option<(Out, String)> {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    // Give the reader a moment to drain what was echoed.
-    std::thread::sleep(Duration::from_millis(20));
     let out = Out {
         code: status.code().unwrap_or(-1),
         stdout,
         stderr,
     };
-    Some((out, text(&transcript)))
+    Some((out, String::from_utf8_lossy(&transcript).into_owned()))
 }
 
 fn confirm_from_home(answer: &[u8]) -> Option<(Out, String, Fixture, PathBuf)> {

@@ -3,7 +3,7 @@
 //!
 //! Each test runs the launcher on a fresh pty that is its controlling terminal (`setsid` +
 //! `TIOCSCTTY`), as an interactive shell would, and plays the user on the master side.
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,0 +1,342 @@
+//! The way out: resolve a name once, refuse private destinations, dial exactly the checked
+//! address, and (for intercepted hosts) speak TLS to it with the system's trust store.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hudsucker::rustls::crypto::aws_lc_rs;
+use hudsucker::rustls::{ClientConfig, RootCertStore};
+use hyper::Uri;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::policy::{Host, non_public};
+
+/// Well-known CA bundle locations, after `SSL_CERT_FILE` and `NIX_SSL_CERT_FILE`.
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/nix/var/nix/profiles/default/etc/ssl/certs/ca-bundle.crt",
+];
+
+/// Why an upstream could not be reached. `PrivateAddress` is a policy denial (403); the rest
+/// are gateway errors (502).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DialError {
+    #[error(
+        "{host} resolves only to non-public addresses ({addrs}) and port {port} is not in allowedLocalPorts"
+    )]
+    PrivateAddress {
+        host: String,
+        port: u16,
+        addrs: String,
+    },
+    #[error("cannot resolve {host}: {reason}")]
+    Resolve { host: String, reason: String },
+    #[error("cannot connect to {host}:{port}: {reason}")]
+    Connect {
+        host: String,
+        port: u16,
+        reason: String,
+    },
+    #[error("TLS with {host} failed: {reason}")]
+    Tls { host: String, reason: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error(
+        "cannot read upstream CA file {path}: {source}. Fix: pass an existing PEM file (--upstream-ca / upstreamCaFiles)"
+    )]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "upstream CA file {path} holds no usable PEM certificate ({reason}). Expected one or more \"-----BEGIN CERTIFICATE-----\" blocks"
+    )]
+    Parse { path: PathBuf, reason: String },
+    #[error("cannot build the upstream TLS configuration: {0}")]
+    Config(String),
+}
+
+/// Where names go and which destinations are acceptable. Shared by the tunnel path (raw
+/// splice) and the intercepting client.
+pub(crate) struct Dialer {
+    pub allowed_local_ports: Option<Vec<u16>>,
+    pub overrides: BTreeMap<(String, u16), SocketAddr>,
+    pub connect_timeout: Duration,
+}
+
+impl Dialer {
+    fn local_port_allowed(&self, port: u16) -> bool {
+        self.allowed_local_ports
+            .as_ref()
+            .is_none_or(|ports| ports.contains(&port))
+    }
+
+    /// Resolve `host` once, drop every non-public address unless its port is an allowed local
+    /// port, and connect to the first remaining address that answers. The check applies to the
+    /// very address dialled, so a name that re-resolves (DNS rebinding) gains nothing.
+    pub async fn dial(&self, host: &Host, port: u16) -> Result<TcpStream, DialError> {
+        let shown = host.to_string();
+        let addrs: Vec<SocketAddr> =
+            if let Some(addr) = self.overrides.get(&(shown.clone(), port)) {
+                vec![*addr]
+            } else {
+                match host {
+                    Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+                    Host::Name(name) => {
+                        let lookup = tokio::net::lookup_host((name.as_str(), port));
+                        match tokio::time::timeout(self.connect_timeout, lookup).await {
+                            Ok(Ok(found)) => found.collect(),
+                            Ok(Err(e)) => {
+                                return Err(DialError::Resolve {
+                                    host: shown,
+                                    reason: e.to_string(),
+                                });
+                            }
+                            Err(_) => {
+                                return Err(DialError::Resolve {
+                                    host: shown,
+                                    reason: "timed out".into(),
+                                });
+                            }
+                        }
+                    }
+                }
+            };
+        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs.into_iter().partition(
+            |a| non_public(a.ip()).is_none() || self.local_port_allowed(a.port()),
+        );
+        if usable.is_empty() {
+            // Fail closed: a name that resolves only to host-local or LAN addresses is refused.
+            if !refused.is_empty() {
+                return Err(DialError::PrivateAddress {
+                    host: shown,
+                    port: refused[0].port(),
+                    addrs: refused
+                        .iter()
+                        .map(|a| a.ip().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            return Err(DialError::Resolve {
+                host: shown,
+                reason: "no addresses".into(),
+            });
+        }
+        let mut last = String::new();
+        for addr in usable {
+            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Ok(Err(e)) => last = format!("{addr}: {e}"),
+                Err(_) => last = format!("{addr}: timed out"),
+            }
+        }
+        Err(DialError::Connect {
+            host: shown,
+            port,
+            reason: last,
+        })
+    }
+}
+
+/// The system CA bundle (the first of `SSL_CERT_FILE`, `NIX_SSL_CERT_FILE` and the usual
+/// paths that holds certificates) plus `extra` files. Mozilla's roots compiled into
+/// `webpki-roots` stand in only when no system bundle exists (a bare build sandbox).
+pub(crate) fn root_store(extra: &[PathBuf]) -> Result<(RootCertStore, String), TrustError> {
+    let mut roots = RootCertStore::empty();
+    let env_paths = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
+        .iter()
+        .filter_map(|v| std::env::var_os(v))
+        .map(PathBuf::from);
+    let candidates = env_paths.chain(SYSTEM_BUNDLES.iter().map(PathBuf::from));
+    let mut source = String::from("webpki-roots (no system CA bundle found)");
+    for path in candidates {
+        let Ok(iter) = CertificateDer::pem_file_iter(&path) else {
+            continue;
+        };
+        let certs: Vec<CertificateDer<'static>> = iter.filter_map(Result::ok).collect();
+        let (added, _ignored) = roots.add_parsable_certificates(certs);
+        if added > 0 {
+            source = path.display().to_string();
+            break;
+        }
+    }
+    if roots.is_empty() {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    for path in extra {
+        add_extra(&mut roots, path)?;
+    }
+    Ok((roots, source))
+}
+
+fn add_extra(roots: &mut RootCertStore, path: &Path) -> Result<(), TrustError> {
+    let bytes = std::fs::read(path).map_err(|source| TrustError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parse = |reason: String| TrustError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| parse(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(parse("no certificate found".into()));
+    }
+    for cert in certs {
+        roots.add(cert).map_err(|e| parse(e.to_string()))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn client_config(
+    roots: RootCertStore,
+    alpn: &[&[u8]],
+) -> Result<Arc<ClientConfig>, TrustError> {
+    let mut cfg = ClientConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TrustError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(cfg))
+}
+
+/// A hyper connector over [`Dialer`]: every new upstream connection of the intercepting
+/// client is resolved, checked and dialled here, then wrapped in TLS for `https` URIs.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    pub dialer: Arc<Dialer>,
+    pub tls: Arc<ClientConfig>,
+}
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = TokioIo<Stream>;
+    type Error = DialError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, DialError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), DialError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let tls = uri.scheme_str() == Some("https");
+            let raw_host = uri.host().unwrap_or_default();
+            let host = Host::parse(raw_host).ok_or_else(|| DialError::Resolve {
+                host: raw_host.to_string(),
+                reason: "not a host name".into(),
+            })?;
+            let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+            let tcp = this.dialer.dial(&host, port).await?;
+            if !tls {
+                return Ok(TokioIo::new(Stream::Plain(tcp)));
+            }
+            let name = match &host {
+                Host::Name(n) => ServerName::try_from(n.clone()),
+                Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),
+            }
+            .map_err(|e| DialError::Tls {
+                host: host.to_string(),
+                reason: e.to_string(),
+            })?;
+            let handshake = TlsConnector::from(this.tls.clone()).connect(name, tcp);
+            match tokio::time::timeout(this.dialer.connect_timeout, handshake).await {
+                Ok(Ok(stream)) => Ok(TokioIo::new(Stream::Tls(Box::new(stream)))),
+                Ok(Err(e)) => Err(DialError::Tls {
+                    host: host.to_string(),
+                    reason: e.to_string(),
+                }),
+                Err(_) => Err(DialError::Tls {
+                    host: host.to_string(),
+                    reason: "handshake timed out".into(),
+                }),
+            }
+        })
+    }
+}
+
+/// An upstream connection, plain or TLS.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Connection for Stream {
+    fn connected(&self) -> Connected {
+        match self {
+            Stream::Plain(_) => Connected::new(),
+            Stream::Tls(tls) => {
+                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    Connected::new().negotiated_h2()
+                } else {
+                    Connected::new()
+                }
+            }
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
