@@ -88,11 +88,30 @@ pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     // Fast path for the in-sandbox init: no clap, nothing but the command.
     if args.get(1).is_some_and(|a| a == "__init") {
-        let mut cmd: Vec<OsString> = args[2..].to_vec();
-        if cmd.first().is_some_and(|a| a == "--") {
-            cmd.remove(0);
+        let mut rest = &args[2..];
+        let mut bridges = Vec::new();
+        while let [flag, value, tail @ ..] = rest {
+            if flag != "--bridge" {
+                break;
+            }
+            match value.to_str().and_then(crate::bridge::BridgeSpec::parse) {
+                Some(b) => bridges.push(b),
+                None => {
+                    eprintln!("agent-sandbox: error: bad --bridge {value:?}");
+                    return EXIT_SETUP;
+                }
+            }
+            rest = tail;
         }
-        return run_init(cmd);
+        if rest.first().is_some_and(|a| a == "--") {
+            rest = &rest[1..];
+        }
+        if let Err(e) = start_sandbox_bridges(&bridges) {
+            // Fail closed: a port the sandbox was promised but cannot serve stops the start.
+            eprintln!("agent-sandbox: error: {e}");
+            return EXIT_SETUP;
+        }
+        return run_init(rest.to_vec());
     }
     #[cfg(target_os = "linux")]
     match args.get(1).and_then(|a| a.to_str()) {
@@ -135,6 +154,27 @@ fn one_line(e: &anyhow::Error) -> String {
         }
     }
     s
+}
+
+/// Inside the sandbox, before the command starts: bind the loopback bridges.
+fn start_sandbox_bridges(bridges: &[crate::bridge::BridgeSpec]) -> anyhow::Result<()> {
+    if bridges.is_empty() {
+        return Ok(());
+    }
+    // Bridge threads must not take the signals meant for the init's signalfd.
+    let all = nix::sys::signal::SigSet::all();
+    let old = all.thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)?;
+    let r = bridges.iter().try_for_each(|b| {
+        crate::bridge::serve_tcp_to_unix(b).with_context(|| {
+            format!(
+                "cannot listen on 127.0.0.1:{} inside the sandbox for the bridge to {}",
+                b.port,
+                b.socket.display()
+            )
+        })
+    });
+    old.thread_set_mask()?;
+    r
 }
 
 #[cfg(target_os = "linux")]
@@ -261,11 +301,6 @@ fn refuse_unsupported(plan: &Plan, spec: &Spec) -> anyhow::Result<()> {
             "allowedDomains filtering needs the proxy, which this build does not include yet. Fix: use --no-network (allowedDomains = []) or leave allowedDomains unset for open network"
         );
     }
-    if plan.allowed_local_ports != Some(vec![]) {
-        bail!(
-            "allowedLocalPorts needs the port bridge, which this build does not include yet. Fix: remove allowedLocalPorts / --allow-local-port"
-        );
-    }
     if spec.allow_nix {
         bail!("allowNix is not supported by this build yet. Fix: remove allowNix / --allow-nix");
     }
@@ -332,6 +367,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
 
     let dir = session::create(&base, &name)?;
     session::rotate(&base, session::KEEP_SESSIONS);
+    if !plan.bridges.is_empty() {
+        session::create(&dir, plan::SESSION_SHARED_DIR)?;
+    }
     for (f, contents) in &plan.session_files {
         session::write_file(&dir, f, contents.as_bytes())?;
     }
@@ -366,6 +404,7 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
         }
         _ => None,
     };
+    start_host_bridges(plan, session_dir)?;
     let prefix = holder
         .as_ref()
         .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
@@ -386,6 +425,21 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
 #[cfg(not(target_os = "linux"))]
 fn launch(_plan: &Plan, _dir: &Path, _bwrap: &Path, _argv: &[OsString]) -> anyhow::Result<i32> {
     bail!("this build cannot launch sandboxes on this OS yet")
+}
+
+/// On the host: one Unix socket per bridge in the session's shared directory.
+fn start_host_bridges(plan: &Plan, session_dir: &Path) -> anyhow::Result<()> {
+    use crate::plan::BridgeTo;
+    for b in &plan.bridges {
+        let path = session_dir.join(plan::SESSION_SHARED_DIR).join(&b.socket);
+        let target = match b.to {
+            BridgeTo::HostPort(p) => std::net::SocketAddr::from(([127, 0, 0, 1], p)),
+            BridgeTo::Proxy => bail!("the filtering proxy is not part of this build"),
+        };
+        crate::bridge::serve_unix_to_tcp(&path, target)
+            .with_context(|| format!("cannot create the bridge socket {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The session dir holds the launch log and identity files: the agent must not write there.

@@ -85,6 +85,39 @@ pub enum Network {
     Filtered(BTreeMap<String, Option<Vec<String>>>),
 }
 
+/// Where the session's sockets and CA files appear inside the sandbox.
+pub const SESSION_MOUNT: &str = "/run/agent-sandbox/session";
+
+/// Name of the session subdirectory bound at `SESSION_MOUNT`.
+pub const SESSION_SHARED_DIR: &str = "sandbox";
+
+/// Candidate ports for the proxy inside the sandbox; the first not taken by a local port wins.
+const PROXY_PORTS: &[u16] = &[3128, 3129, 8118, 18080, 28080];
+
+/// What a bridge connects to on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BridgeTo {
+    /// The session's filtering proxy.
+    Proxy,
+    /// The host's loopback port.
+    HostPort(u16),
+}
+
+/// A loopback listener inside the sandbox, carried over a Unix socket to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bridge {
+    pub inside_port: u16,
+    /// File name of the socket in the session's shared directory.
+    pub socket: String,
+    pub to: BridgeTo,
+}
+
+impl Bridge {
+    pub fn inside_socket(&self) -> PathBuf {
+        Path::new(SESSION_MOUNT).join(&self.socket)
+    }
+}
+
 /// Whether the launch directory needs the user's confirmation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LaunchGuard {
@@ -105,6 +138,8 @@ pub struct Plan {
     pub env: BTreeMap<String, String>,
     pub network: Network,
     pub allowed_local_ports: Option<Vec<u16>>,
+    /// Loopback bridges the init sets up inside (proxy first, then local ports).
+    pub bridges: Vec<Bridge>,
     pub guard: LaunchGuard,
     /// Protected git paths that must be created empty before launch.
     pub placeholders: Vec<(PathBuf, PlaceholderKind)>,
@@ -616,6 +651,67 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         p.dedup();
         p
     });
+    // `null` means every port: those listening on the host's loopback at launch.
+    let local_ports = allowed_local_ports
+        .clone()
+        .unwrap_or_else(crate::bridge::host_listening_ports);
+    let mut bridges = Vec::new();
+    if let Network::Filtered(_) = network {
+        let port = PROXY_PORTS
+            .iter()
+            .copied()
+            .find(|p| !local_ports.contains(p))
+            .unwrap_or(3128);
+        bridges.push(Bridge {
+            inside_port: port,
+            socket: "proxy.sock".into(),
+            to: BridgeTo::Proxy,
+        });
+        let url = format!("http://127.0.0.1:{port}");
+        for var in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            env.insert(var.into(), url.clone());
+        }
+        // Local ports are reached directly through their own bridges, never via the proxy.
+        for var in ["NO_PROXY", "no_proxy"] {
+            env.insert(var.into(), "localhost,127.0.0.1,::1".into());
+        }
+        let bundle = format!("{SESSION_MOUNT}/ca-bundle.pem");
+        for var in [
+            "SSL_CERT_FILE",
+            "NIX_SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+            "PIP_CERT",
+            "CARGO_HTTP_CAINFO",
+        ] {
+            env.insert(var.into(), bundle.clone());
+        }
+        env.insert(
+            "NODE_EXTRA_CA_CERTS".into(),
+            format!("{SESSION_MOUNT}/proxy-ca.pem"),
+        );
+    }
+    for p in local_ports {
+        bridges.push(Bridge {
+            inside_port: p,
+            socket: format!("port-{p}.sock"),
+            to: BridgeTo::HostPort(p),
+        });
+    }
+    if !bridges.is_empty() {
+        mounts.push(Mount::RoBind {
+            src: host.session_dir.join(SESSION_SHARED_DIR),
+            dest: SESSION_MOUNT.into(),
+        });
+    }
 
     Ok(Plan {
         out_name,
@@ -628,6 +724,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         env,
         network,
         allowed_local_ports,
+        bridges,
         guard,
         placeholders,
         session_files,

@@ -56,6 +56,18 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
         Some(p) => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
     };
     let _ = writeln!(s, "host loopback ports: {ports}");
+    for b in &plan.bridges {
+        let to = match b.to {
+            crate::plan::BridgeTo::Proxy => "the filtering proxy".to_string(),
+            crate::plan::BridgeTo::HostPort(p) => format!("host 127.0.0.1:{p}"),
+        };
+        let _ = writeln!(
+            s,
+            "  bridge  127.0.0.1:{} (inside) -> {} -> {to}",
+            b.inside_port,
+            b.inside_socket().display()
+        );
+    }
     for w in &plan.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

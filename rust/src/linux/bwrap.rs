@@ -67,6 +67,10 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
     a.push("--".into());
     a.push(INIT_PATH.into());
     a.push("__init".into());
+    for b in &plan.bridges {
+        a.push("--bridge".into());
+        a.push(format!("{}={}", b.inside_port, b.inside_socket().display()).into());
+    }
     a.push("--".into());
     a.extend(plan.command.iter().cloned());
     a
@@ -116,6 +120,7 @@ mod tests {
             ]),
             network,
             allowed_local_ports: Some(vec![]),
+            bridges: vec![],
             guard: LaunchGuard::Ok,
             placeholders: vec![],
             session_files: vec![],

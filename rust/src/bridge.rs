@@ -1,0 +1,269 @@
+//! Byte bridges between the sandbox's loopback and the host, over Unix sockets.
+//!
+//! In filtered mode the sandbox has no route anywhere; its only ways out are Unix sockets the
+//! launcher binds into it. Inside, our init listens on `127.0.0.1:PORT` (and `[::1]:PORT`) and
+//! forwards each connection to a socket; on the host, the launcher accepts on that socket and
+//! connects to the proxy or to an allowed host loopback port. Nothing else of the host is
+//! reachable, and if either side dies the sandbox is left with no network, never an open one.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Connections one bridge carries at once; more are closed at accept.
+pub const MAX_CONNECTIONS: usize = 4096;
+
+const STACK: usize = 128 * 1024;
+const BUF: usize = 32 * 1024;
+
+/// A `PORT=SOCKET` pair as passed to the init (`--bridge 5432=/run/…/port-5432.sock`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeSpec {
+    pub port: u16,
+    pub socket: PathBuf,
+}
+
+impl BridgeSpec {
+    pub fn to_arg(&self) -> String {
+        format!("{}={}", self.port, self.socket.display())
+    }
+
+    pub fn parse(arg: &str) -> Option<Self> {
+        let (port, socket) = arg.split_once('=')?;
+        let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
+        socket.starts_with('/').then(|| BridgeSpec {
+            port,
+            socket: socket.into(),
+        })
+    }
+}
+
+trait Duplex: Read + Write + Send + 'static {
+    fn try_clone_box(&self) -> io::Result<Box<dyn Duplex>>;
+    fn shutdown_write(&self);
+}
+
+impl Duplex for TcpStream {
+    fn try_clone_box(&self) -> io::Result<Box<dyn Duplex>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn shutdown_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+impl Duplex for UnixStream {
+    fn try_clone_box(&self) -> io::Result<Box<dyn Duplex>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn shutdown_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+/// Copy both directions until each side is done; half-closes are passed on.
+fn pump(a: Box<dyn Duplex>, b: Box<dyn Duplex>) -> io::Result<()> {
+    let a2 = a.try_clone_box()?;
+    let b2 = b.try_clone_box()?;
+    let back = std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(move || copy_then_close(b2, a2))?;
+    copy_then_close(a, b);
+    let _ = back.join();
+    Ok(())
+}
+
+fn copy_then_close(mut from: Box<dyn Duplex>, mut to: Box<dyn Duplex>) {
+    let mut buf = vec![0u8; BUF];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    to.shutdown_write();
+}
+
+fn serve<L, S>(accept: L, connect: impl Fn() -> io::Result<Box<dyn Duplex>> + Send + Sync + 'static)
+where
+    L: Fn() -> io::Result<S> + Send + 'static,
+    S: Duplex,
+{
+    let live = Arc::new(AtomicUsize::new(0));
+    let connect = Arc::new(connect);
+    let _ = std::thread::Builder::new().stack_size(STACK).spawn(move || {
+        loop {
+            let Ok(inbound) = accept() else { continue };
+            if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                continue; // dropped: bounded resources over completeness
+            }
+            live.fetch_add(1, Ordering::Relaxed);
+            let live2 = live.clone();
+            let connect = connect.clone();
+            let spawned = std::thread::Builder::new().stack_size(STACK).spawn(move || {
+                if let Ok(outbound) = connect() {
+                    let _ = pump(Box::new(inbound), outbound);
+                }
+                live2.fetch_sub(1, Ordering::Relaxed);
+            });
+            if spawned.is_err() {
+                live.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    });
+}
+
+/// Host side: accept on `socket_path` (created here, mode 0600 by umask of the session dir),
+/// forward each connection to `target` on the host's loopback.
+pub fn serve_unix_to_tcp(socket_path: &Path, target: SocketAddr) -> io::Result<()> {
+    let listener = UnixListener::bind(socket_path)?;
+    serve(
+        move || listener.accept().map(|(s, _)| s),
+        move || Ok(Box::new(TcpStream::connect(target)?) as Box<dyn Duplex>),
+    );
+    Ok(())
+}
+
+/// Sandbox side: listen on loopback `port` (IPv4, and IPv6 when available), forward each
+/// connection to `socket`. Binds synchronously so the port is ready before the command starts.
+pub fn serve_tcp_to_unix(spec: &BridgeSpec) -> io::Result<()> {
+    let v4 = TcpListener::bind(("127.0.0.1", spec.port))?;
+    let v6 = TcpListener::bind(("::1", spec.port)).ok();
+    for listener in std::iter::once(v4).chain(v6) {
+        let socket = spec.socket.clone();
+        serve(
+            move || listener.accept().map(|(s, _)| s),
+            move || Ok(Box::new(UnixStream::connect(&socket)?) as Box<dyn Duplex>),
+        );
+    }
+    Ok(())
+}
+
+/// Ports listening on the host's loopback (or on all addresses) right now, from
+/// `/proc/net/tcp{,6}`: what `allowedLocalPorts = null` bridges.
+pub fn host_listening_ports() -> Vec<u16> {
+    let mut ports = Vec::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        ports.extend(parse_listening(&text));
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// Parse `/proc/net/tcp`-format text: LISTEN sockets (state 0A) on loopback or any address.
+pub fn parse_listening(text: &str) -> Vec<u16> {
+    let mut out = Vec::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 4 || f[3] != "0A" {
+            continue;
+        }
+        let Some((addr, port)) = f[1].split_once(':') else {
+            continue;
+        };
+        let loopback_or_any = match addr.len() {
+            8 => addr == "00000000" || addr.ends_with("7F"),
+            32 => {
+                addr == "00000000000000000000000000000000"
+                    || addr == "00000000000000000000000001000000"
+                    || addr.starts_with("0000000000000000FFFF0000") && addr.ends_with("7F")
+            }
+            _ => false,
+        };
+        if let (true, Ok(p)) = (loopback_or_any, u16::from_str_radix(port, 16)) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+
+    #[test]
+    fn spec_round_trip_and_rejects() {
+        let s = BridgeSpec::parse("5432=/run/a b/port.sock").unwrap();
+        assert_eq!(s.port, 5432);
+        assert_eq!(s.to_arg(), "5432=/run/a b/port.sock");
+        assert!(BridgeSpec::parse("0=/x").is_none());
+        assert!(BridgeSpec::parse("70000=/x").is_none());
+        assert!(BridgeSpec::parse("80=rel").is_none());
+        assert!(BridgeSpec::parse("80").is_none());
+    }
+
+    #[test]
+    fn parses_proc_net_tcp() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0 0 0 0 0\n\
+   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0 0 0 0 0\n\
+   2: 0202000A:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3 1 0 0 0 0 0\n\
+   3: 0100007F:1F91 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 4 1 0 0 0 0 0\n";
+        assert_eq!(parse_listening(text), vec![8080, 22]);
+        let v6 = "  sl  local_address                         remote_address                        st\n\
+   0: 00000000000000000000000001000000:1F92 00000000000000000000000000000000:0000 0A 0\n\
+   1: 0000000000000000FFFF00000100007F:1F93 00000000000000000000000000000000:0000 0A 0\n\
+   2: 20010DB8000000000000000000000001:1F94 00000000000000000000000000000000:0000 0A 0\n";
+        assert_eq!(parse_listening(v6), vec![8082, 8083]);
+    }
+
+    #[test]
+    fn carries_bytes_both_ways_with_half_close() {
+        let dir = tempfile::tempdir().unwrap();
+        // An echo server on loopback stands for the host service.
+        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = echo.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in echo.incoming() {
+                let mut s = s.unwrap();
+                let mut all = Vec::new();
+                s.read_to_end(&mut all).unwrap();
+                s.write_all(&all).unwrap();
+            }
+        });
+        let sock = dir.path().join("b.sock");
+        serve_unix_to_tcp(&sock, target).unwrap();
+        // The sandbox side: a loopback listener forwarding to the socket.
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        serve_tcp_to_unix(&BridgeSpec { port, socket: sock }).unwrap();
+        for _ in 0..3 {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.write_all(b"hello\nworld\n").unwrap();
+            c.shutdown(Shutdown::Write).unwrap();
+            let lines: Vec<String> = io::BufReader::new(c).lines().map(Result::unwrap).collect();
+            assert_eq!(lines, ["hello", "world"]);
+        }
+    }
+
+    #[test]
+    fn dead_host_side_means_no_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        serve_tcp_to_unix(&BridgeSpec {
+            port,
+            socket: dir.path().join("nobody-listens.sock"),
+        })
+        .unwrap();
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 1];
+        // Closed without a byte: the bridge could not reach the host side.
+        assert_eq!(c.read(&mut buf).unwrap_or(0), 0);
+    }
+}

@@ -1,0 +1,366 @@
+//! What the proxy remembers: every denial (for the log file and the exit summary) and the
+//! first allowed contact per host. Memory stays bounded whatever the agent sends.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use super::policy::{Host, Methods, Policy, codes, printable};
+use crate::spec::HTTP_METHODS;
+
+/// Denials kept for the summary; later ones are only counted.
+const MAX_DENIALS: usize = 1_000;
+/// Hosts remembered for "first allowed contact"; beyond, every contact is logged.
+const MAX_CONTACTED: usize = 10_000;
+
+/// One refused CONNECT or request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// Seconds since the Unix epoch.
+    pub time: u64,
+    /// `CONNECT` for tunnel-level denials, else the request method.
+    pub method: String,
+    /// Normalised host (or the raw, sanitised text if it was not a valid host).
+    pub host: String,
+    pub port: u16,
+    /// Request path without the query (`-` for CONNECT).
+    pub path: String,
+    /// Stable reason code (see [`super::policy::codes`]).
+    pub code: &'static str,
+    pub message: String,
+    /// The `allowedDomains` entry (domain, methods; `None` = `"*"`) that would have let it
+    /// through, when one would.
+    pub would_allow: Option<(String, Option<Vec<String>>)>,
+}
+
+/// What the proxy saw during the session, returned by `RunningProxy::shutdown`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// The first denials, in order (at most 1000).
+    pub denials: Vec<Denial>,
+    /// Denials beyond those kept in `denials`.
+    pub more_denials: u64,
+    /// Hosts that were contacted at least once, sorted.
+    pub contacted: Vec<String>,
+}
+
+pub(crate) struct Events {
+    file: Option<Mutex<File>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    denials: Vec<Denial>,
+    more_denials: u64,
+    contacted: HashSet<String>,
+}
+
+pub(crate) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `2026-11-29T10:04:05Z` for seconds since the epoch (proleptic Gregorian, UTC).
+pub fn format_time(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Days → civil date: shift the epoch to 0000-03-01 so leap days end each 400-year era.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+impl Events {
+    pub fn new(file: Option<File>) -> Events {
+        Events {
+            file: file.map(Mutex::new),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn write_line(&self, line: String) {
+        if let Some(file) = &self.file {
+            // One write per line on an O_APPEND file: lines never interleave.
+            let _ = file.lock().expect("log file").write_all(line.as_bytes());
+        }
+    }
+
+    pub fn deny(&self, denial: Denial) {
+        self.write_line(format!(
+            "{} deny {} {} {}:{} {}\n",
+            format_time(denial.time),
+            denial.code,
+            denial.method,
+            denial.host,
+            denial.port,
+            denial.path
+        ));
+        let mut state = self.state.lock().expect("events");
+        if state.denials.len() < MAX_DENIALS {
+            state.denials.push(denial);
+        } else {
+            state.more_denials += 1;
+        }
+    }
+
+    /// Log the first allowed contact with `host`; later ones are not logged.
+    pub fn allow(&self, method: &str, host: &str, port: u16, path: &str) {
+        {
+            let mut state = self.state.lock().expect("events");
+            if state.contacted.contains(host) {
+                return;
+            }
+            if state.contacted.len() < MAX_CONTACTED {
+                state.contacted.insert(host.to_string());
+            }
+        }
+        self.write_line(format!(
+            "{} allow first-contact {method} {host}:{port} {path}\n",
+            format_time(now())
+        ));
+    }
+
+    pub fn summary(&self) -> Summary {
+        let state = self.state.lock().expect("events");
+        let mut contacted: Vec<String> = state.contacted.iter().cloned().collect();
+        contacted.sort();
+        Summary {
+            denials: state.denials.clone(),
+            more_denials: state.more_denials,
+            contacted,
+        }
+    }
+}
+
+/// The request path for logs: no query string (it may carry tokens), printable, bounded.
+pub(crate) fn log_path(path: &str) -> String {
+    printable(path.split('?').next().unwrap_or(path))
+}
+
+/// The `allowedDomains` entry that would have allowed `method` on `host` after a denial with
+/// `code`, keeping the methods the governing entry already allows.
+pub(crate) fn would_allow(
+    policy: &Policy,
+    code: &str,
+    method: &str,
+    host: &str,
+) -> Option<(String, Option<Vec<String>>)> {
+    let parsed = Host::parse(host)?;
+    let adding = if method == "CONNECT" {
+        // The methods inside an uninspected tunnel are unknown: only "*" surely allows it.
+        None
+    } else {
+        Some(vec![method.to_string()])
+    };
+    match code {
+        codes::BLOCKED_BY_ALLOWLIST | codes::IP_LITERAL => Some((parsed.to_string(), adding)),
+        codes::METHOD_NOT_ALLOWED => {
+            let Some((_, Methods::Only(existing))) = policy.lookup(&parsed) else {
+                return None;
+            };
+            let mut methods: Vec<String> = existing.iter().cloned().collect();
+            methods.extend(adding.unwrap_or_default());
+            Some((parsed.to_string(), Some(methods)))
+        }
+        _ => None,
+    }
+}
+
+fn method_rank(m: &str) -> usize {
+    HTTP_METHODS
+        .iter()
+        .position(|x| *x == m)
+        .unwrap_or(HTTP_METHODS.len())
+}
+
+impl Summary {
+    /// A short report for the end of the session: what was blocked, and the `allowedDomains`
+    /// entries (Nix and CLI syntax) that would allow it. Empty when nothing was blocked.
+    pub fn render(&self) -> String {
+        if self.denials.is_empty() {
+            return String::new();
+        }
+        let total = self.denials.len() as u64 + self.more_denials;
+        let mut out = format!(
+            "agent-sandbox: the network proxy blocked {total} request{}:\n",
+            if total == 1 { "" } else { "s" }
+        );
+
+        // Identical denials are folded, in order of first occurrence.
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for d in &self.denials {
+            let target = if d.method == "CONNECT" {
+                format!("{}:{}", d.host, d.port)
+            } else {
+                let scheme = if d.port == 80 { "http" } else { "https" };
+                format!("{scheme}://{}{}", d.host, d.path)
+            };
+            let line = format!("  {} {target} ({})", d.method, d.code);
+            match seen.iter_mut().find(|(l, _)| *l == line) {
+                Some((_, n)) => *n += 1,
+                None => seen.push((line, 1)),
+            }
+        }
+        const SHOWN: usize = 20;
+        for (line, n) in seen.iter().take(SHOWN) {
+            out.push_str(line);
+            if *n > 1 {
+                out.push_str(&format!(" x{n}"));
+            }
+            out.push('\n');
+        }
+        if seen.len() > SHOWN {
+            out.push_str(&format!("  … and {} more\n", seen.len() - SHOWN));
+        }
+
+        // Merge the suggestions per domain: "*" wins, method lists are united.
+        let mut entries: BTreeMap<String, Option<BTreeSet<String>>> = BTreeMap::new();
+        for (domain, methods) in self.denials.iter().filter_map(|d| d.would_allow.clone()) {
+            let slot = entries
+                .entry(domain)
+                .or_insert_with(|| Some(BTreeSet::new()));
+            match (slot.as_mut(), methods) {
+                (Some(set), Some(ms)) => set.extend(ms),
+                _ => *slot = None,
+            }
+        }
+        if !entries.is_empty() {
+            let sorted = |set: &BTreeSet<String>| {
+                let mut v: Vec<&String> = set.iter().collect();
+                v.sort_by_key(|m| (method_rank(m), m.to_string()));
+                v
+            };
+            out.push_str("To allow them, set these allowedDomains entries:\n");
+            let mut flags = Vec::new();
+            for (domain, methods) in &entries {
+                match methods {
+                    None => {
+                        out.push_str(&format!("  \"{domain}\" = \"*\";\n"));
+                        flags.push(format!("--allow-domain {domain}"));
+                    }
+                    Some(set) => {
+                        let ms = sorted(set);
+                        let nix: Vec<String> = ms.iter().map(|m| format!("\"{m}\"")).collect();
+                        let cli: Vec<&str> = ms.iter().map(|m| m.as_str()).collect();
+                        out.push_str(&format!("  \"{domain}\" = [ {} ];\n", nix.join(" ")));
+                        flags.push(format!("--allow-domain {domain}={}", cli.join(",")));
+                    }
+                }
+            }
+            out.push_str(&format!("or on the command line: {}\n", flags.join(" ")));
+        }
+
+        let private_ports: BTreeSet<u16> = self
+            .denials
+            .iter()
+            .filter(|d| d.code == codes::PRIVATE_ADDRESS)
+            .map(|d| d.port)
+            .collect();
+        if !private_ports.is_empty() {
+            let ports: Vec<String> = private_ports.iter().map(u16::to_string).collect();
+            let flags: Vec<String> = ports
+                .iter()
+                .map(|p| format!("--allow-local-port {p}"))
+                .collect();
+            out.push_str(&format!(
+                "Names that resolve to host-local or private addresses need allowedLocalPorts = [ {} ]; ({}).\n",
+                ports.join(" "),
+                flags.join(" ")
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_format() {
+        assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_time(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_time(1_798_545_845), "2026-12-29T12:04:05Z");
+        assert_eq!(format_time(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    fn denial(method: &str, host: &str, port: u16, path: &str, code: &'static str) -> Denial {
+        let policy = Policy::new(
+            &[
+                ("api.example.org".to_string(), Some(vec!["GET".to_string()])),
+                ("example.net".to_string(), Some(vec!["HEAD".to_string(), "GET".to_string()])),
+            ]
+            .into(),
+        )
+        .unwrap();
+        Denial {
+            time: 0,
+            method: method.into(),
+            host: host.into(),
+            port,
+            path: path.into(),
+            code,
+            message: String::new(),
+            would_allow: would_allow(&policy, code, method, host),
+        }
+    }
+
+    #[test]
+    fn empty_summary_renders_nothing() {
+        assert_eq!(Summary::default().render(), "");
+    }
+
+    #[test]
+    fn summary_render_exact() {
+        let s = Summary {
+            denials: vec![
+                denial("POST", "api.example.org", 443, "/v1/upload", codes::METHOD_NOT_ALLOWED),
+                denial("CONNECT", "evil.test", 443, "-", codes::BLOCKED_BY_ALLOWLIST),
+                denial("POST", "api.example.org", 443, "/v1/upload", codes::METHOD_NOT_ALLOWED),
+                denial("DELETE", "www.example.net", 443, "/x", codes::METHOD_NOT_ALLOWED),
+                denial("PUT", "api.example.org", 443, "/y", codes::METHOD_NOT_ALLOWED),
+                denial("GET", "plain.test", 80, "/", codes::BLOCKED_BY_ALLOWLIST),
+                denial("GET", "api.example.org", 443, "/", codes::HOST_MISMATCH),
+                denial("CONNECT", "db.example.org", 443, "-", codes::PRIVATE_ADDRESS),
+            ],
+            more_denials: 2,
+            contacted: vec![],
+        };
+        assert_eq!(
+            s.render(),
+            "agent-sandbox: the network proxy blocked 10 requests:
+  POST https://api.example.org/v1/upload (method-not-allowed) x2
+  CONNECT evil.test:443 (blocked-by-allowlist)
+  DELETE https://www.example.net/x (method-not-allowed)
+  PUT https://api.example.org/y (method-not-allowed)
+  GET http://plain.test/ (blocked-by-allowlist)
+  GET https://api.example.org/ (host-mismatch)
+  CONNECT db.example.org:443 (private-address)
+To allow them, set these allowedDomains entries:
+  \"api.example.org\" = [ \"GET\" \"POST\" \"PUT\" ];
+  \"evil.test\" = \"*\";
+  \"plain.test\" = [ \"GET\" ];
+  \"www.example.net\" = [ \"GET\" \"HEAD\" \"DELETE\" ];
+or on the command line: --allow-domain api.example.org=GET,POST,PUT --allow-domain evil.test --allow-domain plain.test=GET --allow-domain www.example.net=GET,HEAD,DELETE
+Names that resolve to host-local or private addresses need allowedLocalPorts = [ 443 ]; (--allow-local-port 443).
+"
+        );
+    }
+}
