@@ -55,6 +55,18 @@ struct RunArgs {
     /// Expose PATH (directory or file) read-only at its real location.
     #[arg(long, value_name = "PATH")]
     ro: Vec<String>,
+    /// Expose the directory DIR read-write (like --rw, but DIR must be a directory).
+    #[arg(long, value_name = "DIR")]
+    rw_dir: Vec<String>,
+    /// Expose the file FILE read-write (like --rw, but FILE must be a file).
+    #[arg(long, value_name = "FILE")]
+    rw_file: Vec<String>,
+    /// Expose the directory DIR read-only.
+    #[arg(long, value_name = "DIR")]
+    ro_dir: Vec<String>,
+    /// Expose the file FILE read-only.
+    #[arg(long, value_name = "FILE")]
+    ro_file: Vec<String>,
     /// Set an environment variable inside the sandbox.
     #[arg(long, value_name = "NAME=VALUE")]
     env: Vec<String>,
@@ -202,6 +214,10 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
             target.push(p.clone());
         }
     }
+    spec.rw_dirs.extend(a.rw_dir.iter().cloned());
+    spec.rw_files.extend(a.rw_file.iter().cloned());
+    spec.ro_dirs.extend(a.ro_dir.iter().cloned());
+    spec.ro_files.extend(a.ro_file.iter().cloned());
     for kv in &a.env {
         let (k, v) = kv.split_once('=').ok_or_else(|| {
             anyhow!("--env {kv:?} is not NAME=VALUE. Fix: write e.g. --env EDITOR=vim")

@@ -2,9 +2,13 @@
 //! filter, and the launcher's supervision of bwrap.
 
 pub mod bwrap;
+#[cfg(target_os = "linux")]
 pub mod init;
+#[cfg(target_os = "linux")]
 pub mod netns;
+#[cfg(target_os = "linux")]
 pub mod seccomp;
+#[cfg(target_os = "linux")]
 pub mod supervise;
 
 /// Helpers for tests that need a process of their own: signal masks, seccomp filters and

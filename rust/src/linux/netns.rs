@@ -36,7 +36,9 @@ pub enum NetnsError {
     NoIp,
     #[error("cannot start the network namespace holder: {0}")]
     Holder(std::io::Error),
-    #[error("the network namespace could not be created: {0}. Fix: make sure unprivileged user namespaces are enabled, or use --no-network")]
+    #[error(
+        "the network namespace could not be created: {0}. Fix: enable unprivileged user namespaces (Ubuntu 24.04+: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0; elsewhere check sysctl user.max_user_namespaces), or use --no-network"
+    )]
     Namespace(String),
     #[error("pasta could not connect the sandbox to the network: {0}")]
     Pasta(String),

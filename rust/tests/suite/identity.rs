@@ -62,6 +62,12 @@ fn host_identifiers_are_masked() {
     ));
     let (cmdline, boot_id) = out.split_once("--\n").unwrap();
     assert_eq!(cmdline, "", "/proc/cmdline shows host content: {out}");
+    let host_cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if host_cmdline.trim().is_empty() {
+        eprintln!(
+            "NOTE host_identifiers_are_masked: the host's /proc/cmdline is empty; weaker check"
+        );
+    }
     let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     assert_eq!(boot_id.trim().len(), 36, "not a boot id: {out}");
     assert_ne!(boot_id.trim(), host_boot_id.trim(), "the host's boot id");
