@@ -98,26 +98,30 @@ where
 {
     let live = Arc::new(AtomicUsize::new(0));
     let connect = Arc::new(connect);
-    let _ = std::thread::Builder::new().stack_size(STACK).spawn(move || {
-        loop {
-            let Ok(inbound) = accept() else { continue };
-            if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                continue; // dropped: bounded resources over completeness
-            }
-            live.fetch_add(1, Ordering::Relaxed);
-            let live2 = live.clone();
-            let connect = connect.clone();
-            let spawned = std::thread::Builder::new().stack_size(STACK).spawn(move || {
-                if let Ok(outbound) = connect() {
-                    let _ = pump(Box::new(inbound), outbound);
+    let _ = std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(move || {
+            loop {
+                let Ok(inbound) = accept() else { continue };
+                if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                    continue; // dropped: bounded resources over completeness
                 }
-                live2.fetch_sub(1, Ordering::Relaxed);
-            });
-            if spawned.is_err() {
-                live.fetch_sub(1, Ordering::Relaxed);
+                live.fetch_add(1, Ordering::Relaxed);
+                let live2 = live.clone();
+                let connect = connect.clone();
+                let spawned = std::thread::Builder::new()
+                    .stack_size(STACK)
+                    .spawn(move || {
+                        if let Ok(outbound) = connect() {
+                            let _ = pump(Box::new(inbound), outbound);
+                        }
+                        live2.fetch_sub(1, Ordering::Relaxed);
+                    });
+                if spawned.is_err() {
+                    live.fetch_sub(1, Ordering::Relaxed);
+                }
             }
-        }
-    });
+        });
 }
 
 /// Host side: accept on `socket_path` (created here, mode 0600 by umask of the session dir),
@@ -261,7 +265,8 @@ mod tests {
         })
         .unwrap();
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        c.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
         let mut buf = [0u8; 1];
         // Closed without a byte: the bridge could not reach the host side.
         assert_eq!(c.read(&mut buf).unwrap_or(0), 0);

@@ -33,7 +33,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run COMMAND in the sandbox.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the JSON Schema of the spec file.
     Schema,
     /// (internal) PID 1 inside the sandbox.
@@ -140,7 +140,7 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Run(a) => run(a),
+        Command::Run(a) => run(*a),
         Command::Schema => {
             print!("{}", crate::spec::schema_json());
             Ok(0)
@@ -231,14 +231,15 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
         spec.allowed_domains = Some(AllowedDomains::List(vec![]));
     }
     if !a.allow_domain.is_empty() {
-        let mut rules: std::collections::BTreeMap<String, MethodRule> = match spec.allowed_domains.take() {
-            None => Default::default(),
-            Some(AllowedDomains::List(l)) => l
-                .into_iter()
-                .map(|d| (d, MethodRule::Any("*".into())))
-                .collect(),
-            Some(AllowedDomains::Rules(r)) => r,
-        };
+        let mut rules: std::collections::BTreeMap<String, MethodRule> =
+            match spec.allowed_domains.take() {
+                None => Default::default(),
+                Some(AllowedDomains::List(l)) => l
+                    .into_iter()
+                    .map(|d| (d, MethodRule::Any("*".into())))
+                    .collect(),
+                Some(AllowedDomains::Rules(r)) => r,
+            };
         for item in &a.allow_domain {
             let (domain, rule) = match item.split_once('=') {
                 None => (item.clone(), MethodRule::Any("*".into())),
@@ -381,8 +382,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         confirm_home_launch(&plan.cwd)?;
     }
 
+    // Rotate first, keeping room for this session: rotating after creating could delete it.
+    session::rotate(&base, session::KEEP_SESSIONS - 1);
     let dir = session::create(&base, &name)?;
-    session::rotate(&base, session::KEEP_SESSIONS);
     if !plan.bridges.is_empty() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
     }
@@ -391,7 +393,11 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     let argv_json = serde_json::to_string_pretty(
         &std::iter::once(bwrap.to_string_lossy().into_owned())
-            .chain(argv.iter().map(|x| x.to_string_lossy().into_owned()))
+            .chain(
+                report::masked_argv(&argv)
+                    .iter()
+                    .map(|x| x.to_string_lossy().into_owned()),
+            )
             .collect::<Vec<_>>(),
     )?;
     session::write_file(&dir, "argv.json", argv_json.as_bytes())?;
@@ -415,7 +421,8 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
     // the host cut off; the holder keeps that namespace alive until we return.
     let holder = match plan.network {
         Network::Open => {
-            let exe = std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
+            let exe =
+                std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
             Some((netns::setup(&exe, session_dir)?, exe))
         }
         _ => None,

@@ -2,6 +2,7 @@
 //!
 //! Input flows in two phases: `spec` (deserialised, validated, nothing touched) → `plan`
 //! (canonical paths, checked symlinks, git layout). The backends derive their argv from the plan.
+pub mod bridge;
 pub mod cli;
 pub mod git;
 pub mod linux;
@@ -10,4 +11,3 @@ pub mod report;
 pub mod session;
 pub mod spec;
 pub mod symlinks;
-pub mod bridge;

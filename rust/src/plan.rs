@@ -448,7 +448,12 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut layered: Vec<(u8, Mount)> = Vec::new(); // (priority, mount)
     let tmp = PathBuf::from("/tmp");
     layered.push((0, Mount::Tmpfs { dest: tmp }));
-    layered.push((0, Mount::Tmpfs { dest: "/run".into() }));
+    layered.push((
+        0,
+        Mount::Tmpfs {
+            dest: "/run".into(),
+        },
+    ));
     layered.push((
         0,
         Mount::Tmpfs {
@@ -465,14 +470,6 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                 },
             ));
         }
-    }
-    for (src, dest, rw) in user_mounts {
-        let m = if rw {
-            Mount::Bind { src, dest }
-        } else {
-            Mount::RoBind { src, dest }
-        };
-        layered.push((if rw { 2 } else { 1 }, m));
     }
     layered.push((
         3,
@@ -507,6 +504,42 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                 dest: p.clone(),
             },
         ));
+    }
+    // Declared paths at their own place first; aliases (declared links) after, since their
+    // mode depends on how their target is already exposed.
+    let (direct, aliases): (Vec<_>, Vec<_>) = user_mounts
+        .into_iter()
+        .partition(|(src, dest, _)| src == dest);
+    for (src, dest, rw) in direct {
+        let m = if rw {
+            Mount::Bind { src, dest }
+        } else {
+            Mount::RoBind { src, dest }
+        };
+        layered.push((if rw { 2 } else { 1 }, m));
+    }
+    for (src, dest, rw) in aliases {
+        let exposed: Vec<&Mount> = system
+            .iter()
+            .chain(layered.iter().map(|(_, m)| m))
+            .collect();
+        // Fail closed: a link declared read-write must not become a writable second view of
+        // something the sandbox only shows read-only (a ro-declared file, git hooks, /usr),
+        // nor of a directory that holds read-only mounts (binds do not carry them along).
+        let writable = rw && alias_may_be_writable(&src, &exposed);
+        if rw && !writable {
+            warnings.push(format!(
+                "{} is declared read-write but is a symlink to {}, which the sandbox exposes read-only (or which holds read-only paths); it is exposed read-only",
+                dest.display(),
+                src.display()
+            ));
+        }
+        let m = if writable {
+            Mount::Bind { src, dest }
+        } else {
+            Mount::RoBind { src, dest }
+        };
+        layered.push((if writable { 2 } else { 1 }, m));
     }
     let mut by_dest: BTreeMap<PathBuf, (u8, usize)> = BTreeMap::new();
     for (i, (prio, m)) in layered.iter().enumerate() {
@@ -550,7 +583,10 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         ("group".to_string(), format!("sandbox:x:{}:\n", host.gid)),
     ];
     if spec.closure.is_some() {
-        session_files.push(("hosts".into(), "127.0.0.1 localhost\n::1 localhost\n".into()));
+        session_files.push((
+            "hosts".into(),
+            "127.0.0.1 localhost\n::1 localhost\n".into(),
+        ));
         session_files.push(("nsswitch.conf".into(), "hosts: files dns\n".into()));
         for f in ["hosts", "nsswitch.conf"] {
             mounts.push(Mount::RoBind {
@@ -732,6 +768,20 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     })
 }
 
+/// Whether `target`, already exposed through `mounts`, may be bound writable elsewhere: the
+/// deepest mount holding it must be a read-write bind, and no read-only mount may lie below it.
+fn alias_may_be_writable(target: &Path, mounts: &[&Mount]) -> bool {
+    let holder = mounts
+        .iter()
+        .filter(|m| target.starts_with(m.dest()))
+        .max_by_key(|m| m.dest().components().count());
+    let holder_rw = matches!(holder, Some(Mount::Bind { .. }));
+    let ro_below = mounts.iter().any(|m| {
+        !matches!(m, Mount::Bind { .. }) && m.dest() != target && m.dest().starts_with(target)
+    });
+    holder_rw && !ro_below
+}
+
 fn command_line(spec: &Spec, args: &[OsString]) -> Result<Vec<OsString>> {
     let mut cmd = Vec::new();
     if let Some(p) = &spec.program {
@@ -793,8 +843,14 @@ mod tests {
     fn normalize_folds_dots_and_tilde() {
         let base = Path::new("/w/proj");
         let home = Path::new("/home/u");
-        assert_eq!(normalize("a/../b/./c", base, home), PathBuf::from("/w/proj/b/c"));
-        assert_eq!(normalize("~/.claude", base, home), PathBuf::from("/home/u/.claude"));
+        assert_eq!(
+            normalize("a/../b/./c", base, home),
+            PathBuf::from("/w/proj/b/c")
+        );
+        assert_eq!(
+            normalize("~/.claude", base, home),
+            PathBuf::from("/home/u/.claude")
+        );
         assert_eq!(normalize("/x/../../y", base, home), PathBuf::from("/y"));
         assert_eq!(normalize("~", base, home), PathBuf::from("/home/u"));
     }
@@ -807,7 +863,9 @@ mod tests {
             "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first"
         );
         assert_eq!(
-            launch_guard(Path::new("/home"), home).unwrap_err().to_string(),
+            launch_guard(Path::new("/home"), home)
+                .unwrap_err()
+                .to_string(),
             "refusing to launch from /home because it contains your home directory /home/u (it would be exposed read-write). Fix: cd into your project directory first"
         );
         assert_eq!(launch_guard(home, home).unwrap(), LaunchGuard::Confirm);
@@ -819,6 +877,36 @@ mod tests {
             launch_guard(Path::new("/home/uu"), home).unwrap(),
             LaunchGuard::Ok
         );
+    }
+
+    #[test]
+    fn aliases_are_writable_only_where_the_target_is() {
+        let bind = |p: &str| Mount::Bind {
+            src: p.into(),
+            dest: p.into(),
+        };
+        let ro = |p: &str| Mount::RoBind {
+            src: p.into(),
+            dest: p.into(),
+        };
+        let mounts = [
+            ro("/usr"),
+            bind("/h/proj"),
+            bind("/h/proj/.git"),
+            ro("/h/proj/.git/hooks"),
+            ro("/h/.gitconfig"),
+            bind("/h/.claude"),
+        ];
+        let m: Vec<&Mount> = mounts.iter().collect();
+        assert!(alias_may_be_writable(Path::new("/h/proj/src"), &m));
+        assert!(alias_may_be_writable(Path::new("/h/.claude/x"), &m));
+        assert!(!alias_may_be_writable(Path::new("/usr/share"), &m));
+        assert!(!alias_may_be_writable(Path::new("/h/.gitconfig"), &m));
+        assert!(!alias_may_be_writable(Path::new("/h/proj/.git/hooks"), &m));
+        // The git dir holds read-only hooks: a second, writable view of it would not.
+        assert!(!alias_may_be_writable(Path::new("/h/proj/.git"), &m));
+        assert!(!alias_may_be_writable(Path::new("/h/proj"), &m));
+        assert!(!alias_may_be_writable(Path::new("/elsewhere"), &m));
     }
 
     #[test]

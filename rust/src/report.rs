@@ -6,13 +6,38 @@ use crate::plan::{Mount, Network, Plan};
 
 /// Environment names whose values are masked in the dry-run output.
 const SECRET_MARKERS: &[&str] = &[
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "AUTH", "CREDENTIAL", "COOKIE", "SESSION",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "KEY",
+    "AUTH",
+    "CREDENTIAL",
+    "COOKIE",
+    "SESSION",
     "PRIVATE",
 ];
 
 pub fn looks_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|m| upper.contains(m))
+    // GIT_CONFIG_KEY_n names a git setting, not a key.
+    !upper.starts_with("GIT_CONFIG_") && SECRET_MARKERS.iter().any(|m| upper.contains(m))
+}
+
+/// The argv with the values of secret-looking `--setenv NAME VALUE` replaced, for display and
+/// for the session log: secrets do not belong in files at rest.
+pub fn masked_argv(argv: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut out = argv.to_vec();
+    let mut i = 0;
+    while i + 2 < out.len() {
+        if out[i] == "--setenv" && looks_secret(&out[i + 1].to_string_lossy()) {
+            out[i + 2] = "<masked>".into();
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    out
 }
 
 pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
@@ -21,7 +46,11 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
     let _ = writeln!(s, "command: {}", quote_all(plan.command.iter()));
     let _ = writeln!(s, "launch dir (read-write): {}", plan.cwd.display());
     let _ = writeln!(s, "home (empty tmpfs): {}", plan.home.display());
-    let _ = writeln!(s, "identity: uid {} gid {}, hostname sandbox", plan.uid, plan.gid);
+    let _ = writeln!(
+        s,
+        "identity: uid {} gid {}, hostname sandbox",
+        plan.uid, plan.gid
+    );
     let _ = writeln!(s, "mounts (in order):");
     for m in &plan.mounts {
         let line = match m {
@@ -30,7 +59,9 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
                 format!("  ro      {} <- {}", dest.display(), src.display())
             }
             Mount::Bind { src, dest } if src == dest => format!("  rw      {}", dest.display()),
-            Mount::Bind { src, dest } => format!("  rw      {} <- {}", dest.display(), src.display()),
+            Mount::Bind { src, dest } => {
+                format!("  rw      {} <- {}", dest.display(), src.display())
+            }
             Mount::Tmpfs { dest } => format!("  tmpfs   {}", dest.display()),
             Mount::Proc { dest } => format!("  proc    {}", dest.display()),
             Mount::Dev { dest } => format!("  dev     {}", dest.display()),
@@ -71,7 +102,12 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
     for w in &plan.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
-    let _ = writeln!(s, "bwrap argv: {} {}", bwrap, quote_all(argv.iter()));
+    let _ = writeln!(
+        s,
+        "bwrap argv: {} {}",
+        bwrap,
+        quote_all(masked_argv(argv).iter())
+    );
     s
 }
 
@@ -129,17 +165,57 @@ mod tests {
 
     #[test]
     fn secret_names() {
-        for n in ["ANTHROPIC_API_KEY", "GH_TOKEN", "aws_secret_access_key", "DB_PASSWORD"] {
+        for n in [
+            "ANTHROPIC_API_KEY",
+            "GH_TOKEN",
+            "aws_secret_access_key",
+            "DB_PASSWORD",
+        ] {
             assert!(looks_secret(n), "{n}");
         }
-        for n in ["HOME", "PATH", "TERM", "EDITOR"] {
+        for n in ["HOME", "PATH", "TERM", "EDITOR", "GIT_CONFIG_KEY_0"] {
             assert!(!looks_secret(n), "{n}");
         }
     }
 
     #[test]
+    fn argv_masks_secret_values_only() {
+        let a: Vec<std::ffi::OsString> = [
+            "--setenv",
+            "API_TOKEN",
+            "hunter2",
+            "--setenv",
+            "HOME",
+            "/h",
+            "--bind",
+            "/a",
+            "/a",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let m = masked_argv(&a);
+        let m: Vec<&str> = m.iter().map(|x| x.to_str().unwrap()).collect();
+        assert_eq!(
+            m,
+            [
+                "--setenv",
+                "API_TOKEN",
+                "<masked>",
+                "--setenv",
+                "HOME",
+                "/h",
+                "--bind",
+                "/a",
+                "/a"
+            ]
+        );
+    }
+
+    #[test]
     fn quoting() {
-        let v: Vec<std::ffi::OsString> = vec!["a".into(), "b c".into(), "it's".into(), "x\ny".into()];
+        let v: Vec<std::ffi::OsString> =
+            vec!["a".into(), "b c".into(), "it's".into(), "x\ny".into()];
         assert_eq!(quote_all(v.iter()), r#"a 'b c' 'it'\''s' 'x\ny'"#);
     }
 }

@@ -13,7 +13,9 @@ pub const KEEP_SESSIONS: usize = 25;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("cannot create the session directory {path}: {source}. Fix: make sure {parent} is writable, or set XDG_STATE_HOME to a writable directory")]
+    #[error(
+        "cannot create the session directory {path}: {source}. Fix: make sure {parent} is writable, or set XDG_STATE_HOME to a writable directory"
+    )]
     Create {
         path: PathBuf,
         parent: PathBuf,
@@ -36,13 +38,17 @@ pub fn base_dir(xdg_state_home: Option<&str>, home: &Path) -> PathBuf {
     }
 }
 
-/// `20261129T101500Z-4242-claude`: sortable by time, unique by pid.
+/// `20261129T101500Z-0004242-claude`: sortable by time, unique by pid.
 pub fn session_name(now: SystemTime, pid: u32, out_name: &str) -> String {
-    let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
     format!(
-        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z-{pid}-{out_name}",
+        // Zero-padded pid: names of one second still sort in a stable, numeric order.
+        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z-{pid:07}-{out_name}",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60
@@ -103,7 +109,12 @@ pub fn rotate(base: &Path, keep: usize) {
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
         .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().as_bytes().first().is_some_and(u8::is_ascii_digit))
+        .filter(|n| {
+            n.to_string_lossy()
+                .as_bytes()
+                .first()
+                .is_some_and(u8::is_ascii_digit)
+        })
         .collect();
     names.sort();
     if names.len() > keep {
@@ -122,11 +133,17 @@ mod tests {
     #[test]
     fn names_sort_by_time() {
         let t = UNIX_EPOCH + Duration::from_secs(1_795_947_300); // 2026-11-29T10:15:00Z
-        assert_eq!(session_name(t, 42, "claude"), "20261129T101500Z-42-claude");
-        assert_eq!(session_name(UNIX_EPOCH, 1, "x"), "19700101T000000Z-1-x");
+        assert_eq!(
+            session_name(t, 42, "claude"),
+            "20261129T101500Z-0000042-claude"
+        );
+        assert_eq!(
+            session_name(UNIX_EPOCH, 1, "x"),
+            "19700101T000000Z-0000001-x"
+        );
         assert_eq!(
             session_name(UNIX_EPOCH + Duration::from_secs(951_782_400), 1, "x"),
-            "20000229T000000Z-1-x"
+            "20000229T000000Z-0000001-x"
         );
     }
 
@@ -134,8 +151,14 @@ mod tests {
     fn base_dir_prefers_absolute_xdg() {
         let h = Path::new("/home/u");
         assert_eq!(base_dir(Some("/s"), h), PathBuf::from("/s/agent-sandbox"));
-        assert_eq!(base_dir(Some("rel"), h), PathBuf::from("/home/u/.local/state/agent-sandbox"));
-        assert_eq!(base_dir(None, h), PathBuf::from("/home/u/.local/state/agent-sandbox"));
+        assert_eq!(
+            base_dir(Some("rel"), h),
+            PathBuf::from("/home/u/.local/state/agent-sandbox")
+        );
+        assert_eq!(
+            base_dir(None, h),
+            PathBuf::from("/home/u/.local/state/agent-sandbox")
+        );
     }
 
     #[test]
@@ -149,7 +172,10 @@ mod tests {
         let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let f = write_file(&d, "launch.log", b"hi").unwrap();
-        assert_eq!(fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         rotate(&base, KEEP_SESSIONS);
         let mut left: Vec<String> = fs::read_dir(&base)
             .unwrap()

@@ -98,7 +98,9 @@ pub enum SpecError {
         path: String,
         source: std::io::Error,
     },
-    #[error("spec {path} is not a valid sandbox spec: {source}. Expected the JSON format of `agent-sandbox schema`")]
+    #[error(
+        "spec {path} is not a valid sandbox spec: {source}. Expected the JSON format of `agent-sandbox schema`"
+    )]
     Parse {
         path: String,
         source: serde_json::Error,
@@ -232,7 +234,10 @@ pub fn valid_env_name(name: &str) -> bool {
 
 /// Lower-case, strip one trailing dot; `None` if it is not a plausible host name or IP literal.
 pub fn normalize_domain(domain: &str) -> Option<String> {
-    let d = domain.strip_suffix('.').unwrap_or(domain).to_ascii_lowercase();
+    let d = domain
+        .strip_suffix('.')
+        .unwrap_or(domain)
+        .to_ascii_lowercase();
     let ok = !d.is_empty()
         && d.len() <= 253
         && d.split('.').all(|label| {
@@ -240,9 +245,15 @@ pub fn normalize_domain(domain: &str) -> Option<String> {
                 && label.len() <= 63
                 && !label.starts_with('-')
                 && !label.ends_with('-')
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         });
-    let ip = d.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().is_ok();
+    let ip = d
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .is_ok();
     (ok || ip).then_some(d)
 }
 
@@ -318,7 +329,10 @@ mod tests {
     fn unknown_field_rejected() {
         let e = Spec::from_json(r#"{"version":1,"extraEnv":{}}"#, "s.json").unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("spec s.json is not a valid sandbox spec: unknown field `extraEnv`"), "{msg}");
+        assert!(
+            msg.starts_with("spec s.json is not a valid sandbox spec: unknown field `extraEnv`"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -343,7 +357,10 @@ allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null 
 
     #[test]
     fn domains_normalised() {
-        assert_eq!(normalize_domain("API.Example.COM."), Some("api.example.com".into()));
+        assert_eq!(
+            normalize_domain("API.Example.COM."),
+            Some("api.example.com".into())
+        );
         assert_eq!(normalize_domain("127.0.0.1"), Some("127.0.0.1".into()));
         assert_eq!(normalize_domain("*.example.com"), None);
         assert_eq!(normalize_domain("example.com:443"), None);

@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 
-use crate::plan::{INIT_PATH, Mount, Network, Plan, HOSTNAME};
+use crate::plan::{HOSTNAME, INIT_PATH, Mount, Network, Plan};
 
 /// Namespace and hardening flags, in the order emitted.
 fn base_flags(plan: &Plan) -> Vec<OsString> {

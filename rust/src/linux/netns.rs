@@ -105,7 +105,7 @@ pub fn route_commands(addrs: &[IpAddr]) -> Vec<Vec<String>> {
 }
 
 /// pasta's argv to attach to the holder `pid`. Pure.
-pub fn pasta_args(pid: u32, as_root: bool, log: &Path) -> Vec<OsString> {
+pub fn pasta_args(pid: u32, as_root: bool, log: &Path, pid_file: &Path) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
         "--config-net".into(),
         "--quiet".into(),
@@ -123,6 +123,10 @@ pub fn pasta_args(pid: u32, as_root: bool, log: &Path) -> Vec<OsString> {
         "--no-map-gw".into(),
         "--log-file".into(),
         log.into(),
+        // pasta does not notice when a namespace given as /proc/PID/ns/net goes away, so we
+        // stop it ourselves: its daemon's PID lands here.
+        "--pid".into(),
+        pid_file.into(),
     ];
     if as_root {
         // As root pasta would drop to nobody before opening the namespaces, and fail.
@@ -141,6 +145,7 @@ pub fn pasta_args(pid: u32, as_root: bool, log: &Path) -> Vec<OsString> {
 pub struct Holder {
     child: Child,
     stdin: Option<ChildStdin>,
+    pasta: Option<i32>,
 }
 
 impl Holder {
@@ -151,6 +156,13 @@ impl Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
+        // pasta would outlive the namespace (and hold ~30 MB) if nobody stopped it.
+        if let Some(pid) = self.pasta {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         // Closing its stdin ends the holder; the namespace dies with its last process.
         drop(self.stdin.take());
         let _ = self.child.kill();
@@ -183,11 +195,15 @@ pub fn setup(helper_exe: &Path, session_dir: &Path) -> Result<Holder> {
     }
     let mut child = cmd.spawn().map_err(NetnsError::Holder)?;
     let stdin = child.stdin.take();
-    let mut holder = Holder { child, stdin };
+    let mut holder = Holder {
+        child,
+        stdin,
+        pasta: None,
+    };
     let stdout = holder.child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
-    let mut expect = |what: &str, err: fn(String) -> NetnsError, holder: &mut Holder| {
-        match lines.next() {
+    let mut expect =
+        |what: &str, err: fn(String) -> NetnsError, holder: &mut Holder| match lines.next() {
             Some(Ok(l)) if l == what => Ok(()),
             Some(Ok(l)) => Err(err(l)),
             _ => {
@@ -197,14 +213,14 @@ pub fn setup(helper_exe: &Path, session_dir: &Path) -> Result<Holder> {
                 }
                 Err(err(msg.trim().to_string()))
             }
-        }
-    };
+        };
     expect(READY, NetnsError::Namespace, &mut holder)?;
 
     let log = session_dir.join("pasta.log");
+    let pid_file = session_dir.join("pasta.pid");
     let as_root = uid == 0;
     let out = Command::new(&pasta)
-        .args(pasta_args(holder.pid(), as_root, &log))
+        .args(pasta_args(holder.pid(), as_root, &log, &pid_file))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -224,8 +240,18 @@ pub fn setup(helper_exe: &Path, session_dir: &Path) -> Result<Holder> {
         }
         return Err(NetnsError::Pasta(msg));
     }
+    holder.pasta = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let Some(pasta_pid) = holder.pasta else {
+        // Fail closed on bookkeeping too: an unstoppable pasta would leak with every launch.
+        return Err(NetnsError::Pasta(format!(
+            "pasta started but did not write its PID to {}",
+            pid_file.display()
+        )));
+    };
     if let Some(stdin) = holder.stdin.as_mut() {
-        writeln!(stdin, "{GO}").map_err(|e| NetnsError::Routes(e.to_string()))?;
+        writeln!(stdin, "{GO} {pasta_pid}").map_err(|e| NetnsError::Routes(e.to_string()))?;
     }
     expect(OK, NetnsError::Routes, &mut holder)?;
     Ok(holder)
@@ -271,9 +297,13 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     let _ = out.flush();
     let stdin = std::io::stdin();
     let mut line = String::new();
-    if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 || line.trim() != GO {
+    if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 {
         return 1;
     }
+    let pasta_pid = match line.trim().split_once(' ') {
+        Some((GO, pid)) => pid.parse::<i32>().ok(),
+        _ => return 1,
+    };
     let addrs: Vec<IpAddr> = addrs
         .iter()
         .filter_map(|a| a.to_str().and_then(|s| s.parse().ok()))
@@ -304,10 +334,17 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     }
     let _ = writeln!(out, "{OK}");
     let _ = out.flush();
-    // Hold the namespace until the launcher closes our stdin (or dies).
+    // Hold the namespace until the launcher closes our stdin (or dies), then make sure pasta
+    // goes too: the launcher may have been killed before it could stop it.
     let mut rest = String::new();
     while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
         rest.clear();
+    }
+    if let Some(pid) = pasta_pid {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     0
 }
@@ -332,7 +369,9 @@ pub fn enter_main(args: &[OsString]) -> i32 {
             .and_then(|f| setns(f.as_fd(), flag));
         if let Err(e) = r {
             // Fail closed: never run bwrap in the host's network namespace by accident.
-            eprintln!("agent-sandbox: error: cannot join the sandbox network namespace {path}: {e}");
+            eprintln!(
+                "agent-sandbox: error: cannot join the sandbox network namespace {path}: {e}"
+            );
             return 125;
         }
     }
@@ -350,7 +389,12 @@ mod tests {
 
     #[test]
     fn pasta_argv_exact() {
-        let a = pasta_args(42, false, Path::new("/s/pasta.log"));
+        let a = pasta_args(
+            42,
+            false,
+            Path::new("/s/pasta.log"),
+            Path::new("/s/pasta.pid"),
+        );
         let s: Vec<&str> = a.iter().map(|x| x.to_str().unwrap()).collect();
         assert_eq!(
             s,
@@ -368,13 +412,15 @@ mod tests {
                 "--no-map-gw",
                 "--log-file",
                 "/s/pasta.log",
+                "--pid",
+                "/s/pasta.pid",
                 "--userns",
                 "/proc/42/ns/user",
                 "--netns",
                 "/proc/42/ns/net"
             ]
         );
-        let r = pasta_args(42, true, Path::new("/l"));
+        let r = pasta_args(42, true, Path::new("/l"), Path::new("/p"));
         let i = r.iter().position(|x| x == "--runas").unwrap();
         assert_eq!(r[i + 1], "0:0");
     }

@@ -297,6 +297,7 @@ fn monitor(
     let mut exit_code = None;
     let mut killed_with = None;
     let mut pending_line = Vec::new();
+    let mut eof = false;
 
     // The status pipe reaches end-of-file only when bwrap exits: it closes its copy in the
     // sandbox before running anything there, and ours is closed.
@@ -315,6 +316,33 @@ fn monitor(
             (ready(&fds[0]), ready(&fds[1]))
         };
 
+        // Status first: a child-pid line written before a signal arrived must be known when
+        // that signal is handled, or the signal would find no target (regression: signals
+        // sent while the launcher lagged killed the sandbox or were dropped).
+        if status_ready {
+            let mut buf = [0u8; 1024];
+            let n = match status.read(&mut buf) {
+                Ok(0) => {
+                    eof = true;
+                    0
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+                Err(e) => return Err(SuperviseError::Monitor(e)),
+            };
+            pending_line.extend_from_slice(&buf[..n]);
+            while let Some(end) = pending_line.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = pending_line.drain(..=end).collect();
+                match parse_status_line(&line) {
+                    Some(StatusEvent::ChildPid(pid)) => target = Target::open(pid),
+                    Some(StatusEvent::ExitCode(code)) => {
+                        exit_code = Some(code);
+                        target = Target::Gone;
+                    }
+                    None => {}
+                }
+            }
+        }
         if signal_ready {
             loop {
                 let info = match signals.read_signal() {
@@ -342,26 +370,8 @@ fn monitor(
             }
         }
 
-        if status_ready {
-            let mut buf = [0u8; 1024];
-            let n = match status.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(SuperviseError::Monitor(e)),
-            };
-            pending_line.extend_from_slice(&buf[..n]);
-            while let Some(end) = pending_line.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = pending_line.drain(..=end).collect();
-                match parse_status_line(&line) {
-                    Some(StatusEvent::ChildPid(pid)) => target = Target::open(pid),
-                    Some(StatusEvent::ExitCode(code)) => {
-                        exit_code = Some(code);
-                        target = Target::Gone;
-                    }
-                    None => {}
-                }
-            }
+        if eof {
+            break;
         }
     }
 

@@ -33,6 +33,8 @@ pub struct Denial {
     /// The `allowedDomains` entry (domain, methods; `None` = `"*"`) that would have let it
     /// through, when one would.
     pub would_allow: Option<(String, Option<Vec<String>>)>,
+    /// For `private-address`: the port actually dialled, which `allowedLocalPorts` would need.
+    pub local_port: Option<u16>,
 }
 
 /// What the proxy saw during the session, returned by `RunningProxy::shutdown`.
@@ -171,6 +173,7 @@ pub(crate) fn would_allow(
     };
     match code {
         codes::BLOCKED_BY_ALLOWLIST | codes::IP_LITERAL => Some((parsed.to_string(), adding)),
+        codes::UPGRADE_NOT_ALLOWED => Some((parsed.to_string(), None)),
         codes::METHOD_NOT_ALLOWED => {
             let Some((_, Methods::Only(existing))) = policy.lookup(&parsed) else {
                 return None;
@@ -242,11 +245,6 @@ impl Summary {
             }
         }
         if !entries.is_empty() {
-            let sorted = |set: &BTreeSet<String>| {
-                let mut v: Vec<&String> = set.iter().collect();
-                v.sort_by_key(|m| (method_rank(m), m.to_string()));
-                v
-            };
             out.push_str("To allow them, set these allowedDomains entries:\n");
             let mut flags = Vec::new();
             for (domain, methods) in &entries {
@@ -256,7 +254,8 @@ impl Summary {
                         flags.push(format!("--allow-domain {domain}"));
                     }
                     Some(set) => {
-                        let ms = sorted(set);
+                        let mut ms: Vec<&String> = set.iter().collect();
+                        ms.sort_by_key(|m| (method_rank(m), m.to_string()));
                         let nix: Vec<String> = ms.iter().map(|m| format!("\"{m}\"")).collect();
                         let cli: Vec<&str> = ms.iter().map(|m| m.as_str()).collect();
                         out.push_str(&format!("  \"{domain}\" = [ {} ];\n", nix.join(" ")));
@@ -271,7 +270,7 @@ impl Summary {
             .denials
             .iter()
             .filter(|d| d.code == codes::PRIVATE_ADDRESS)
-            .map(|d| d.port)
+            .map(|d| d.local_port.unwrap_or(d.port))
             .collect();
         if !private_ports.is_empty() {
             let ports: Vec<String> = private_ports.iter().map(u16::to_string).collect();
@@ -305,7 +304,10 @@ mod tests {
         let policy = Policy::new(
             &[
                 ("api.example.org".to_string(), Some(vec!["GET".to_string()])),
-                ("example.net".to_string(), Some(vec!["HEAD".to_string(), "GET".to_string()])),
+                (
+                    "example.net".to_string(),
+                    Some(vec!["HEAD".to_string(), "GET".to_string()]),
+                ),
             ]
             .into(),
         )
@@ -319,6 +321,7 @@ mod tests {
             code,
             message: String::new(),
             would_allow: would_allow(&policy, code, method, host),
+            local_port: (code == codes::PRIVATE_ADDRESS).then_some(5432),
         }
     }
 
@@ -331,14 +334,50 @@ mod tests {
     fn summary_render_exact() {
         let s = Summary {
             denials: vec![
-                denial("POST", "api.example.org", 443, "/v1/upload", codes::METHOD_NOT_ALLOWED),
-                denial("CONNECT", "evil.test", 443, "-", codes::BLOCKED_BY_ALLOWLIST),
-                denial("POST", "api.example.org", 443, "/v1/upload", codes::METHOD_NOT_ALLOWED),
-                denial("DELETE", "www.example.net", 443, "/x", codes::METHOD_NOT_ALLOWED),
-                denial("PUT", "api.example.org", 443, "/y", codes::METHOD_NOT_ALLOWED),
+                denial(
+                    "POST",
+                    "api.example.org",
+                    443,
+                    "/v1/upload",
+                    codes::METHOD_NOT_ALLOWED,
+                ),
+                denial(
+                    "CONNECT",
+                    "evil.test",
+                    443,
+                    "-",
+                    codes::BLOCKED_BY_ALLOWLIST,
+                ),
+                denial(
+                    "POST",
+                    "api.example.org",
+                    443,
+                    "/v1/upload",
+                    codes::METHOD_NOT_ALLOWED,
+                ),
+                denial(
+                    "DELETE",
+                    "www.example.net",
+                    443,
+                    "/x",
+                    codes::METHOD_NOT_ALLOWED,
+                ),
+                denial(
+                    "PUT",
+                    "api.example.org",
+                    443,
+                    "/y",
+                    codes::METHOD_NOT_ALLOWED,
+                ),
                 denial("GET", "plain.test", 80, "/", codes::BLOCKED_BY_ALLOWLIST),
                 denial("GET", "api.example.org", 443, "/", codes::HOST_MISMATCH),
-                denial("CONNECT", "db.example.org", 443, "-", codes::PRIVATE_ADDRESS),
+                denial(
+                    "CONNECT",
+                    "db.example.org",
+                    443,
+                    "-",
+                    codes::PRIVATE_ADDRESS,
+                ),
             ],
             more_denials: 2,
             contacted: vec![],
@@ -359,7 +398,7 @@ To allow them, set these allowedDomains entries:
   \"plain.test\" = [ \"GET\" ];
   \"www.example.net\" = [ \"GET\" \"HEAD\" \"DELETE\" ];
 or on the command line: --allow-domain api.example.org=GET,POST,PUT --allow-domain evil.test --allow-domain plain.test=GET --allow-domain www.example.net=GET,HEAD,DELETE
-Names that resolve to host-local or private addresses need allowedLocalPorts = [ 443 ]; (--allow-local-port 443).
+Names that resolve to host-local or private addresses need allowedLocalPorts = [ 5432 ]; (--allow-local-port 5432).
 "
         );
     }

@@ -30,6 +30,9 @@ pub mod codes {
     /// A request the proxy does not serve (origin-form to the proxy itself, `https://` absolute
     /// URIs, CONNECT inside a tunnel).
     pub const UNSUPPORTED_REQUEST: &str = "unsupported-request";
+    /// A protocol upgrade (WebSocket) to a method-restricted host: the frames after it would
+    /// be an unfiltered channel, so only `"*"` hosts may upgrade.
+    pub const UPGRADE_NOT_ALLOWED: &str = "upgrade-not-allowed";
     /// Every connection slot is taken (answered with 503).
     pub const TOO_MANY_CONNECTIONS: &str = "too-many-connections";
 }
@@ -262,7 +265,7 @@ fn parse_rule_domain(domain: &str, problems: &mut Vec<String>) -> Option<Host> {
         " (give the bare host name: no scheme or path)"
     } else if domain.starts_with("*.") || domain == "*" {
         " (no wildcards: \"example.com\" already covers every subdomain)"
-    } else if domain.contains(':') && domain.parse::<IpAddr>().is_err() {
+    } else if domain.contains(':') && !matches!(Host::parse(domain), Some(Host::Ip(_))) {
         " (no port: only 443 and 80 are proxied)"
     } else {
         ""
@@ -363,7 +366,8 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
     let seg = ip.segments();
     // Addresses that carry an IPv4 address: mapped (::ffff:a.b.c.d), the deprecated
     // compatible form (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) all reach the embedded one.
-    let embedded = |s: &[u16; 8]| Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let embedded =
+        |s: &[u16; 8]| Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     if ip.is_unspecified() {
         Some("unspecified")
     } else if ip.is_loopback() {
@@ -415,19 +419,43 @@ mod tests {
     fn exact_and_suffix_at_label_boundary() {
         let p = policy(&[("anthropic.com", None), ("github.com", Some(&["GET"]))]);
         assert_eq!(code(p.check_connect("anthropic.com", 443)), "allow-tunnel");
-        assert_eq!(code(p.check_connect("api.anthropic.com", 443)), "allow-tunnel");
-        assert_eq!(code(p.check_connect("a.b.anthropic.com", 443)), "allow-tunnel");
-        assert_eq!(code(p.check_connect("evilanthropic.com", 443)), codes::BLOCKED_BY_ALLOWLIST);
-        assert_eq!(code(p.check_connect("anthropic.com.evil.org", 443)), codes::BLOCKED_BY_ALLOWLIST);
-        assert_eq!(code(p.check_connect("com", 443)), codes::BLOCKED_BY_ALLOWLIST);
-        assert_eq!(code(p.check_connect("api.github.com", 443)), "allow-intercept");
+        assert_eq!(
+            code(p.check_connect("api.anthropic.com", 443)),
+            "allow-tunnel"
+        );
+        assert_eq!(
+            code(p.check_connect("a.b.anthropic.com", 443)),
+            "allow-tunnel"
+        );
+        assert_eq!(
+            code(p.check_connect("evilanthropic.com", 443)),
+            codes::BLOCKED_BY_ALLOWLIST
+        );
+        assert_eq!(
+            code(p.check_connect("anthropic.com.evil.org", 443)),
+            codes::BLOCKED_BY_ALLOWLIST
+        );
+        assert_eq!(
+            code(p.check_connect("com", 443)),
+            codes::BLOCKED_BY_ALLOWLIST
+        );
+        assert_eq!(
+            code(p.check_connect("api.github.com", 443)),
+            "allow-intercept"
+        );
     }
 
     #[test]
     fn longest_suffix_wins() {
         let p = policy(&[("example.com", None), ("api.example.com", Some(&["GET"]))]);
-        assert_eq!(code(p.check_connect("x.api.example.com", 443)), "allow-intercept");
-        assert_eq!(code(p.check_connect("www.example.com", 443)), "allow-tunnel");
+        assert_eq!(
+            code(p.check_connect("x.api.example.com", 443)),
+            "allow-intercept"
+        );
+        assert_eq!(
+            code(p.check_connect("www.example.com", 443)),
+            "allow-tunnel"
+        );
         assert_eq!(
             code(p.check_request("x.api.example.com", "x.api.example.com", "POST")),
             codes::METHOD_NOT_ALLOWED
@@ -437,40 +465,80 @@ mod tests {
     #[test]
     fn case_and_trailing_dot_ignored() {
         let p = policy(&[("Example.COM.", Some(&["GET"]))]);
-        assert_eq!(code(p.check_connect("EXAMPLE.com.", 443)), "allow-intercept");
-        assert_eq!(code(p.check_request("example.com", "Example.Com.", "GET")), "allow-intercept");
+        assert_eq!(
+            code(p.check_connect("EXAMPLE.com.", 443)),
+            "allow-intercept"
+        );
+        assert_eq!(
+            code(p.check_request("example.com", "Example.Com.", "GET")),
+            "allow-intercept"
+        );
     }
 
     #[test]
     fn ports_other_than_443_and_80_denied() {
         let p = policy(&[("example.com", None)]);
         assert_eq!(code(p.check_connect("example.com", 80)), "allow-tunnel");
-        assert_eq!(code(p.check_connect("example.com", 22)), codes::PORT_NOT_ALLOWED);
-        assert_eq!(code(p.check_connect("example.com", 8443)), codes::PORT_NOT_ALLOWED);
+        assert_eq!(
+            code(p.check_connect("example.com", 22)),
+            codes::PORT_NOT_ALLOWED
+        );
+        assert_eq!(
+            code(p.check_connect("example.com", 8443)),
+            codes::PORT_NOT_ALLOWED
+        );
         // An unlisted host is reported as such, whatever the port.
-        assert_eq!(code(p.check_connect("other.com", 22)), codes::BLOCKED_BY_ALLOWLIST);
+        assert_eq!(
+            code(p.check_connect("other.com", 22)),
+            codes::BLOCKED_BY_ALLOWLIST
+        );
     }
 
     #[test]
     fn ip_literals_denied_unless_listed() {
-        let p = policy(&[("example.com", None), ("10.1.2.3", Some(&["GET"])), ("[::1]", None)]);
-        assert_eq!(code(p.check_connect("93.184.216.34", 443)), codes::IP_LITERAL);
-        assert_eq!(code(p.check_connect("[2001:db8::1]", 443)), codes::IP_LITERAL);
+        let p = policy(&[
+            ("example.com", None),
+            ("10.1.2.3", Some(&["GET"])),
+            ("[::1]", None),
+        ]);
+        assert_eq!(
+            code(p.check_connect("93.184.216.34", 443)),
+            codes::IP_LITERAL
+        );
+        assert_eq!(
+            code(p.check_connect("[2001:db8::1]", 443)),
+            codes::IP_LITERAL
+        );
         assert_eq!(code(p.check_connect("10.1.2.3", 443)), "allow-intercept");
         assert_eq!(code(p.check_connect("::1", 443)), "allow-tunnel");
         assert_eq!(code(p.check_connect("[::1]", 443)), "allow-tunnel");
         // Legacy numeric forms that getaddrinfo turns into addresses never match names.
-        assert_eq!(code(p.check_connect("2130706433", 443)), codes::INVALID_HOST);
+        assert_eq!(
+            code(p.check_connect("2130706433", 443)),
+            codes::INVALID_HOST
+        );
         assert_eq!(code(p.check_connect("0x7f.1", 443)), codes::INVALID_HOST);
         // An address is not a "subdomain" of a listed address.
-        assert_eq!(code(p.check_connect("x.10.1.2.3", 443)), codes::INVALID_HOST);
+        assert_eq!(
+            code(p.check_connect("x.10.1.2.3", 443)),
+            codes::INVALID_HOST
+        );
     }
 
     #[test]
     fn methods_and_fronting_checked_per_request() {
-        let p = policy(&[("api.example.com", Some(&["GET", "HEAD"])), ("other.com", None)]);
-        assert_eq!(code(p.check_request("api.example.com", "api.example.com", "GET")), "allow-intercept");
-        assert_eq!(code(p.check_request("api.example.com", "api.example.com", "HEAD")), "allow-intercept");
+        let p = policy(&[
+            ("api.example.com", Some(&["GET", "HEAD"])),
+            ("other.com", None),
+        ]);
+        assert_eq!(
+            code(p.check_request("api.example.com", "api.example.com", "GET")),
+            "allow-intercept"
+        );
+        assert_eq!(
+            code(p.check_request("api.example.com", "api.example.com", "HEAD")),
+            "allow-intercept"
+        );
         assert_eq!(
             p.check_request("api.example.com", "api.example.com", "POST"),
             Decision::Deny {
@@ -478,10 +546,22 @@ mod tests {
                 message: "POST api.example.com: allowedDomains entry \"api.example.com\" allows only GET, HEAD".into()
             }
         );
-        assert_eq!(code(p.check_request("api.example.com", "api.example.com", "get")), codes::METHOD_NOT_ALLOWED);
-        assert_eq!(code(p.check_request("api.example.com", "other.com", "GET")), codes::HOST_MISMATCH);
-        assert_eq!(code(p.check_request("other.com", "api.example.com", "GET")), codes::HOST_MISMATCH);
-        assert_eq!(code(p.check_request("other.com", "other.com", "PROPFIND")), "allow-tunnel");
+        assert_eq!(
+            code(p.check_request("api.example.com", "api.example.com", "get")),
+            codes::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            code(p.check_request("api.example.com", "other.com", "GET")),
+            codes::HOST_MISMATCH
+        );
+        assert_eq!(
+            code(p.check_request("other.com", "api.example.com", "GET")),
+            codes::HOST_MISMATCH
+        );
+        assert_eq!(
+            code(p.check_request("other.com", "other.com", "PROPFIND")),
+            "allow-tunnel"
+        );
     }
 
     #[test]
@@ -501,12 +581,12 @@ mod tests {
             err.to_string(),
             "invalid proxy policy: \
              \"*.b.com\" is not a domain name or IP address (no wildcards: \"example.com\" already covers every subdomain); expected e.g. \"api.anthropic.com\"; \
-             \"F.com\" is listed twice (as f.com) with different methods; keep one entry; \
              \"c.com:443\" is not a domain name or IP address (no port: only 443 and 80 are proxied); expected e.g. \"api.anthropic.com\"; \
              \"d.com\" has an empty method list; expected \"*\" or at least one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT (remove the domain to block it); \
              \"e.com\" has unknown method \"get\" (methods are upper case: \"GET\"); expected one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT; \
              \"e.com\" has unknown method \"FETCH\"; expected one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT; \
              \"e.com\" has unknown method \"*\" (write \"*\" alone instead of a list to allow every method); expected one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT; \
+             \"f.com.\" is listed twice (as f.com) with different methods; keep one entry; \
              \"https://a.com\" is not a domain name or IP address (give the bare host name: no scheme or path); expected e.g. \"api.anthropic.com\""
         );
     }
@@ -520,17 +600,51 @@ mod tests {
     #[test]
     fn private_addresses_classified() {
         let private = [
-            "127.0.0.1", "127.9.9.9", "10.0.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1",
-            "169.254.169.254", "100.64.0.1", "100.127.255.255", "0.0.0.0", "0.1.2.3",
-            "255.255.255.255", "224.0.0.1", "::", "::1", "fc00::1", "fd12:3456::1", "fe80::1",
-            "ff02::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::127.0.0.1", "64:ff9b::7f00:1",
+            "127.0.0.1",
+            "127.9.9.9",
+            "10.0.0.1",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "100.127.255.255",
+            "0.0.0.0",
+            "0.1.2.3",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::",
+            "::1",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
         ];
         for ip in private {
-            assert!(non_public(ip.parse().unwrap()).is_some(), "{ip} should be non-public");
+            assert!(
+                non_public(ip.parse().unwrap()).is_some(),
+                "{ip} should be non-public"
+            );
         }
-        let public = ["93.184.216.34", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:1.1.1.1", "64:ff9b::101:101"];
+        let public = [
+            "93.184.216.34",
+            "1.1.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1111",
+            "::ffff:1.1.1.1",
+            "64:ff9b::101:101",
+        ];
         for ip in public {
-            assert_eq!(non_public(ip.parse().unwrap()), None, "{ip} should be public");
+            assert_eq!(
+                non_public(ip.parse().unwrap()),
+                None,
+                "{ip} should be public"
+            );
         }
     }
 }

@@ -94,35 +94,35 @@ impl Dialer {
     /// very address dialled, so a name that re-resolves (DNS rebinding) gains nothing.
     pub async fn dial(&self, host: &Host, port: u16) -> Result<TcpStream, DialError> {
         let shown = host.to_string();
-        let addrs: Vec<SocketAddr> =
-            if let Some(addr) = self.overrides.get(&(shown.clone(), port)) {
-                vec![*addr]
-            } else {
-                match host {
-                    Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
-                    Host::Name(name) => {
-                        let lookup = tokio::net::lookup_host((name.as_str(), port));
-                        match tokio::time::timeout(self.connect_timeout, lookup).await {
-                            Ok(Ok(found)) => found.collect(),
-                            Ok(Err(e)) => {
-                                return Err(DialError::Resolve {
-                                    host: shown,
-                                    reason: e.to_string(),
-                                });
-                            }
-                            Err(_) => {
-                                return Err(DialError::Resolve {
-                                    host: shown,
-                                    reason: "timed out".into(),
-                                });
-                            }
+        let addrs: Vec<SocketAddr> = if let Some(addr) = self.overrides.get(&(shown.clone(), port))
+        {
+            vec![*addr]
+        } else {
+            match host {
+                Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+                Host::Name(name) => {
+                    let lookup = tokio::net::lookup_host((name.as_str(), port));
+                    match tokio::time::timeout(self.connect_timeout, lookup).await {
+                        Ok(Ok(found)) => found.collect(),
+                        Ok(Err(e)) => {
+                            return Err(DialError::Resolve {
+                                host: shown,
+                                reason: e.to_string(),
+                            });
+                        }
+                        Err(_) => {
+                            return Err(DialError::Resolve {
+                                host: shown,
+                                reason: "timed out".into(),
+                            });
                         }
                     }
                 }
-            };
-        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs.into_iter().partition(
-            |a| non_public(a.ip()).is_none() || self.local_port_allowed(a.port()),
-        );
+            }
+        };
+        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs
+            .into_iter()
+            .partition(|a| non_public(a.ip()).is_none() || self.local_port_allowed(a.port()));
         if usable.is_empty() {
             // Fail closed: a name that resolves only to host-local or LAN addresses is refused.
             if !refused.is_empty() {

@@ -23,14 +23,22 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Self {
-        let tmp = tempfile::Builder::new().prefix("as-test.").tempdir().unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("as-test.")
+            .tempdir()
+            .unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap();
         let home = root.join("home");
         let proj = home.join("proj");
         let state = root.join("state");
         std::fs::create_dir_all(&proj).unwrap();
         std::fs::create_dir_all(&state).unwrap();
-        Fixture { tmp, home, proj, state }
+        Fixture {
+            tmp,
+            home,
+            proj,
+            state,
+        }
     }
 
     pub fn root(&self) -> PathBuf {
@@ -81,7 +89,11 @@ pub fn run(mut c: Command) -> Out {
 
 impl std::fmt::Debug for Out {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -90,4 +102,50 @@ pub fn ok(c: Command) -> String {
     let o = run(c);
     assert_eq!(o.code, 0, "{o:?}");
     o.stdout
+}
+
+/// A token no other process on the machine has in its argv, usable as a `sleep` duration
+/// (`sleep 1000.<token>`) so the test can find the sandboxed process from the host.
+pub fn unique_marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("1000.{}{n}{nanos:09}", std::process::id())
+}
+
+/// Host PIDs and argv (space-joined) of the live processes whose argv contains `marker`
+/// (zombies have an empty argv, so they are not listed).
+pub fn processes_with(marker: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let argv = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if argv.contains(marker) {
+            found.push((pid, argv.trim_end().to_string()));
+        }
+    }
+    found
+}
+
+/// Polls `cond` every 20 ms for up to `within`; returns whether it came true.
+pub fn eventually(within: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

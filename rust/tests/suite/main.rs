@@ -12,6 +12,7 @@ mod filesystem;
 mod git;
 mod guard;
 mod identity;
+mod network;
 mod session;
 mod signals;
 mod symlinks;

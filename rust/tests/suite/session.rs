@@ -75,7 +75,7 @@ fn only_the_newest_25_sessions_are_kept() {
     }
     let dirs = sessions(&f);
     assert_eq!(dirs.len(), 25, "{dirs:?}");
-    let suffix = format!("-{last_pid}-true");
+    let suffix = format!("-{last_pid:07}-true");
     assert!(
         dirs.iter().any(|d| d.to_str().unwrap().ends_with(&suffix)),
         "the newest session ({suffix}) was rotated away: {dirs:?}"

@@ -157,6 +157,93 @@ fn usr2_reaches_the_command() {
     signal_reaches_the_command(Signal::SIGUSR2, "USR2");
 }
 
+/// Regression: the launcher handled the signals of a poll round before the status line in
+/// which bwrap names the sandbox's PID 1. When it had not read that line yet (it was descheduled
+/// under load), a TERM/INT/HUP/QUIT killed the sandbox instead of reaching the command, and a
+/// USR1/USR2 was dropped, although the command had long been running. Stopping the launcher
+/// right after it has forked bwrap forces that interleaving: bwrap reports PID 1 and the command
+/// starts while the launcher cannot read; it wakes up to both the signal and the status line.
+fn signal_reaches_the_command_while_the_launcher_lags(signal: Signal, name: &str) {
+    const ATTEMPTS: usize = 10;
+    for _ in 0..ATTEMPTS {
+        let f = Fixture::new();
+        let mut r = spawn(trapping(&f, name));
+        let launcher = r.pid();
+        let children = format!("/proc/{launcher}/task/{launcher}/children");
+        // A tight spin, not `eventually`: bwrap reports PID 1 within milliseconds of its fork.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(&children)
+            .unwrap_or_default()
+            .trim()
+            .is_empty()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the launcher never started bwrap"
+            );
+            std::hint::spin_loop();
+        }
+        kill(launcher, Signal::SIGSTOP).unwrap();
+        wait_until_stopped(launcher);
+        if holds_pidfd(launcher) {
+            // Too late: it has read the status line already (and opened a pidfd on PID 1), so
+            // this attempt would not test the race. Its sandbox dies with it.
+            kill(launcher, Signal::SIGKILL).unwrap();
+            r.child.wait().unwrap();
+            continue;
+        }
+        r.wait_for_line("ready");
+        kill(launcher, signal).unwrap();
+        kill(launcher, Signal::SIGCONT).unwrap();
+        let (code, rest, stderr) = r.finish(Duration::from_secs(3));
+        assert_eq!(
+            (code, rest.as_str()),
+            (7, format!("got {name}").as_str()),
+            "SIG{name}, sent while the launcher had not yet read bwrap's status, did not reach \
+             the command's trap; stderr:\n{stderr}"
+        );
+        return;
+    }
+    eprintln!(
+        "SKIPPED: in {ATTEMPTS} attempts the launcher always read bwrap's status before it \
+         could be stopped; the race is NOT tested"
+    );
+}
+
+fn wait_until_stopped(pid: Pid) {
+    let stat = format!("/proc/{pid}/stat");
+    let stopped = eventually(Duration::from_secs(2), || {
+        // The state follows the parenthesised command name.
+        let s = std::fs::read_to_string(&stat).unwrap_or_default();
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
+    });
+    assert!(stopped, "the launcher did not stop");
+}
+
+/// Whether `pid` has a pidfd open (the launcher opens one on the sandbox's PID 1 as soon as
+/// bwrap reports it).
+fn holds_pidfd(pid: Pid) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|target| target.to_string_lossy().contains("pidfd"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn term_reaches_the_command_while_the_launcher_lags() {
+    signal_reaches_the_command_while_the_launcher_lags(Signal::SIGTERM, "TERM");
+}
+
+#[test]
+fn usr1_reaches_the_command_while_the_launcher_lags() {
+    signal_reaches_the_command_while_the_launcher_lags(Signal::SIGUSR1, "USR1");
+}
+
 /// A command without a trap dies of the forwarded signal, and the launcher says so.
 #[test]
 fn untrapped_term_ends_the_command_with_143() {
@@ -179,47 +266,6 @@ fn command_killed_by_a_signal_gives_128_plus_n() {
     assert_eq!(run(f.sh(&["--no-network"], "exit 130")).code, 130);
 }
 
-/// A marker no other process on the machine has in its argv.
-fn unique_marker() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("1000.{}{:09}", std::process::id(), nanos)
-}
-
-/// Host PIDs of live processes whose argv contains `marker` (zombies have no argv).
-fn processes_with(marker: &str) -> Vec<(i32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let argv = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if argv.contains(marker) {
-            found.push((pid, argv));
-        }
-    }
-    found
-}
-
-/// Waits up to `within` for `cond`; returns whether it held.
-fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn sigkill_of_the_launcher_kills_the_sandbox() {
     let f = Fixture::new();
@@ -227,7 +273,7 @@ fn sigkill_of_the_launcher_kills_the_sandbox() {
     let mut c = f.cmd();
     c.args(["run", "--no-network", "--", "sleep", &marker]);
     let mut r = spawn(c);
-    let sleep_argv = format!("sleep {marker} ");
+    let sleep_argv = format!("sleep {marker}");
     assert!(
         eventually(Duration::from_secs(5), || {
             processes_with(&marker)

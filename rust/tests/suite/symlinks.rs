@@ -283,3 +283,38 @@ fn a_dangling_declared_link_is_reported_as_missing() {
         "{o:?}"
     );
 }
+
+/// Same mode escalation with the read-only host system as the target. As root (whose file
+/// modes allow writing `/usr`) this hands the agent the host's `/usr`; for any user the mount
+/// itself must not be read-write.
+#[test]
+fn a_rw_link_into_usr_does_not_make_usr_writable() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.home.join(".claude")).unwrap();
+    let link = f.home.join(".claude/share");
+    symlink("/usr/share", &link).unwrap();
+    let probe = format!("as-probe-{}", std::process::id());
+    let script = format!(
+        "awk -v p='{}' '$5 == p {{ split($6, o, \",\"); print \"mount \" o[1] }}' /proc/self/mountinfo; \
+         touch ~/.claude/share/{probe} 2>/dev/null && echo WROTE-THROUGH-LINK; echo done",
+        link.display()
+    );
+    // The allowed counterpart: declared read-only, the link is followed and stays read-only.
+    let o = run(f.sh(&["--no-network", "--ro", "~/.claude/share"], &script));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.starts_with("mount ro\n"), "{o:?}");
+    assert!(o.stdout.ends_with("\ndone\n"), "{o:?}");
+
+    let o = run(f.sh(&["--no-network", "--rw", "~/.claude/share"], &script));
+    let host_probe = Path::new("/usr/share").join(&probe);
+    let leaked = host_probe.exists();
+    // Clean up before asserting.
+    let _ = std::fs::remove_file(&host_probe);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!leaked, "the agent wrote the host's /usr/share: {o:?}");
+    assert!(
+        !o.stdout.contains("mount rw"),
+        "/usr/share is mounted read-write through the link: {o:?}"
+    );
+    assert!(o.stdout.ends_with("done\n"), "{o:?}");
+}

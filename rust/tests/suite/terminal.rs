@@ -271,8 +271,23 @@ fn interactive_input_reaches_the_command() {
 fn ctrl_c_interrupts_the_command() {
     let Some(mut pty) = Pty::open() else { return };
     let f = Fixture::new();
-    let mut child = pty.spawn(f.sh(&["--no-network"], "echo ready; sleep 100"));
-    pty.expect("ready", Duration::from_secs(5));
+    // `sleep` itself, not `sh -c '…; sleep 100'`: dash in `-c` mode loses a SIGINT that lands
+    // just before it execs its last command (seen in a quarter of runs under load, sandbox or
+    // not), so the test types ^C only once the sleep is running.
+    let marker = unique_marker();
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--", "sleep", &marker]);
+    let mut child = pty.spawn(c);
+    let sleep_argv = format!("sleep {marker}");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            processes_with(&marker)
+                .iter()
+                .any(|(_, a)| *a == sleep_argv)
+        }),
+        "the sandboxed sleep never started; the terminal showed:\n{}",
+        pty.shown()
+    );
     let typed = Instant::now();
     pty.type_in(b"\x03");
     let code = pty.wait(&mut child, Duration::from_secs(3));
@@ -281,6 +296,12 @@ fn ctrl_c_interrupts_the_command() {
         typed.elapsed() < Duration::from_secs(2),
         "took {:?}",
         typed.elapsed()
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || processes_with(&marker)
+            .is_empty()),
+        "left running: {:?}",
+        processes_with(&marker)
     );
 }
 

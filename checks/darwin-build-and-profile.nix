@@ -1,0 +1,24 @@
+# macOS: the helper builds and reads a mkSandbox spec (`run --dry-run`, which starts nothing;
+# sandbox-exec cannot nest inside the Nix build sandbox, so nothing is launched). A placeholder
+# until the Seatbelt backend lands: it will then compare the generated profile.
+{
+  pkgs,
+  sandbox,
+  agent-sandbox,
+  ...
+}:
+let
+  bash = sandbox.mkSandbox {
+    pkg = pkgs.bashInteractive;
+    binName = "bash";
+    outName = "bash-sandboxed";
+    allowedPackages = sandbox.commonTools;
+    allowedDomains = [ ];
+  };
+in
+pkgs.runCommand "darwin-build-and-profile" { } ''
+  export HOME=$TMPDIR/home
+  mkdir -p "$HOME/proj"
+  cd "$HOME/proj"
+  ${agent-sandbox}/bin/agent-sandbox run --spec ${bash.specFile} --dry-run -- -c true | tee "$out"
+''

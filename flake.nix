@@ -1,0 +1,67 @@
+{
+  description = "agent-sandbox: run AI coding agents in a declarative sandbox";
+
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+
+  # Thin on purpose: everything is in lib/ (shared with default.nix and the tests that run
+  # without nixpkgs), debug/, templates/ and checks/.
+  outputs =
+    { self, nixpkgs }:
+    let
+      systems = [
+        "x86_64-linux"
+        "aarch64-linux"
+        "x86_64-darwin"
+        "aarch64-darwin"
+      ];
+      forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
+      systemOf = pkgs: pkgs.stdenv.hostPlatform.system;
+      debugShell =
+        pkgs:
+        import ./debug/bash.shell.nix {
+          inherit pkgs;
+          sandbox = self.lib.${systemOf pkgs};
+        };
+    in
+    {
+      lib = forAllSystems (
+        pkgs:
+        import ./lib {
+          inherit pkgs;
+          agent-sandbox = self.packages.${systemOf pkgs}.default;
+        }
+      );
+
+      packages = forAllSystems (pkgs: {
+        default = pkgs.callPackage ./lib/internal/helper-package.nix { };
+        bash-sandboxed = (debugShell pkgs).sandbox;
+      });
+
+      devShells = forAllSystems (pkgs: {
+        default = debugShell pkgs;
+      });
+
+      templates = {
+        claude = {
+          path = ./templates/claude;
+          description = "Claude Code in agent-sandbox";
+        };
+        copilot = {
+          path = ./templates/copilot;
+          description = "GitHub Copilot CLI in agent-sandbox";
+        };
+        codex = {
+          path = ./templates/codex;
+          description = "OpenAI Codex CLI in agent-sandbox";
+        };
+        gemini = {
+          path = ./templates/gemini;
+          description = "Gemini CLI in agent-sandbox";
+        };
+      };
+
+      checks = forAllSystems (pkgs: import ./checks { inherit pkgs self nixpkgs; });
+
+      formatter = forAllSystems (pkgs: pkgs.nixfmt-rfc-style);
+    };
+}

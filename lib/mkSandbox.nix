@@ -1,0 +1,168 @@
+/**
+  Wrap a program in agent-sandbox: returns a package whose `bin/<outName>` runs `pkg`'s
+  `bin/<binName>` in a sandbox that sees the launch directory (read-write), an empty `$HOME`
+  holding only the declared paths, exactly the store paths of `pkg`, `allowedPackages`,
+  `bash` and `cacert`, and the declared network.
+
+  The arguments are validated when the expression is evaluated; the policy is written to the
+  store as one JSON spec (`share/agent-sandbox/<outName>.json`, format: `agent-sandbox
+  schema`), and `bin/<outName>` is a few lines of bash that exec the helper with it.
+
+  # Inputs
+
+  `pkg`
+  : the package to run, e.g. `pkgs.claude-code`
+
+  `binName`
+  : the program in `pkg`'s `bin/`, e.g. `"claude"`; when it is `"bash"`, bash gets
+    `--norc --noprofile`
+
+  `outName`
+  : the name of the command to create, e.g. `"claude"`
+
+  `allowedPackages`
+  : packages on `PATH` inside, in order, e.g. `sandbox.commonTools ++ [ pkgs.nodejs ]`;
+    `bash` is always added last and `cacert` is always present
+
+  `rwDirs`, `rwFiles`, `roDirs`, `roFiles` (default `[ ]`)
+  : paths exposed at their real location, read-write or read-only; they must exist at launch.
+    `"$HOME/.claude"` or `"$XDG_CONFIG_HOME/x"` is expanded by the wrapper at each launch;
+    `"~/.claude"` by the helper; relative paths are relative to the launch directory
+
+  `env` (default `{ }`)
+  : variables set inside. A value with `$` or a backquote is expanded by the wrapper at
+    launch (`"$CLAUDE_CODE_OAUTH_TOKEN"`, `"$(cat /run/secrets/token)"`) and never stored;
+    when it expands to the empty string the variable is left unset
+
+  `allowNix` (default `false`)
+  : let the agent run `nix build/run/develop` through the host's daemon: adds `nix` to
+    `PATH` and `NIX_CONFIG = "experimental-features = nix-command flakes"` (override it in
+    `env`); the helper exposes the store and the daemon (upcoming: it refuses for now)
+
+  `allowedDomains` (default `null`)
+  : `null`: open network (without the host's own addresses); `[ ]`: no network; a list of
+    domains (with their subdomains), or `{ "api.github.com" = [ "GET" "HEAD" ]; "x.com" = "*"; }`:
+    filtered through the helper's proxy
+
+  `allowedLocalPorts` (default `[ ]`)
+  : host loopback ports reachable from inside, e.g. `[ 5432 ]`; `null`: all of them
+
+  # Type
+
+  ```
+  mkSandbox :: AttrSet -> Derivation
+  ```
+
+  # Examples
+
+  ```nix
+  sandbox.mkSandbox {
+    pkg = pkgs.claude-code;
+    binName = "claude";
+    outName = "claude";
+    allowedPackages = sandbox.commonTools ++ [ pkgs.nodejs ];
+    rwDirs = [ "$HOME/.claude" ];
+    rwFiles = [ "$HOME/.claude.json" ];
+    env.CLAUDE_CODE_OAUTH_TOKEN = "$CLAUDE_CODE_OAUTH_TOKEN";
+  }
+  => «derivation /nix/store/…-claude.drv» with bin/claude
+
+  sandbox.mkSandbox { pkg = pkgs.hello; binName = "hello"; outName = "hello"; allowedPackages = [ ]; stateDirs = [ "$HOME/.x" ]; }
+  => error: mkSandbox: removed v0 argument(s) stateDirs (now rwDirs); rename them as in the migration table: …
+
+  sandbox.mkSandbox { pkg = pkgs.hello; binName = "hello"; outName = "hello"; allowedPackages = [ ]; allowedLocalPorts = [ 70000 ]; }
+  => error: mkSandbox: allowedLocalPorts has 70000, which is not a port number 1..65535; expected a list of integers such as [ 5432 ], or null for all ports
+  ```
+*/
+{ pkgs, agent-sandbox }:
+let
+  validate = import ./internal/validate.nix;
+  specLib = import ./internal/spec.nix;
+  renderWrapper = import ./internal/wrapper.nix;
+in
+args:
+let
+  a = validate args;
+  parts = specLib.build (
+    a
+    // {
+      inherit (pkgs) bash cacert;
+      nix = pkgs.nix;
+    }
+  );
+  inherit (parts.spec) program;
+
+  closure = pkgs.writeClosure (
+    map specLib.binOf (
+      [ a.pkg ]
+      ++ a.allowedPackages
+      ++ [
+        pkgs.bash
+        pkgs.cacert
+        agent-sandbox
+      ]
+      ++ (if a.allowNix then [ pkgs.nix ] else [ ])
+    )
+  );
+
+  # The closure is known only once built: splice it into the static spec as its first field.
+  # Store paths need no JSON escaping.
+  specFile =
+    pkgs.runCommand "${a.outName}-sandbox.json"
+      {
+        staticSpec = builtins.toJSON parts.spec;
+        passAsFile = [ "staticSpec" ];
+        inherit closure;
+      }
+      ''
+        static=$(< "$staticSpecPath")
+        {
+          printf '{"closure":['
+          sep=
+          while IFS= read -r p; do
+            printf '%s"%s"' "$sep" "$p"
+            sep=,
+          done < "$closure"
+          printf '],%s\n' "''${static:1}"
+        } > "$out"
+      '';
+
+  tools =
+    if pkgs.stdenv.hostPlatform.isLinux then
+      {
+        AGENT_SANDBOX_BWRAP = "${pkgs.bubblewrap}/bin/bwrap";
+        AGENT_SANDBOX_PASTA = "${pkgs.passt}/bin/pasta";
+        AGENT_SANDBOX_IP = "${pkgs.iproute2}/bin/ip";
+      }
+    else
+      { };
+in
+pkgs.runCommand a.outName
+  {
+    wrapper = renderWrapper {
+      shell = pkgs.runtimeShell;
+      helper = "${agent-sandbox}/bin/agent-sandbox";
+      inherit specFile tools program;
+      inherit (a) outName;
+      inherit (parts) launch;
+    };
+    passAsFile = [ "wrapper" ];
+    passthru = {
+      inherit specFile closure;
+      inherit (parts) spec launch;
+    };
+    meta = {
+      description = "${a.outName} in agent-sandbox";
+      mainProgram = a.outName;
+    };
+  }
+  ''
+    if [ ! -x "${program}" ]; then
+      echo "mkSandbox: ${program} is not an executable; binName must name a program in pkg's bin/, which holds: $(ls "${dirOf program}" 2>/dev/null | tr '\n' ' ')" >&2
+      exit 1
+    fi
+    ${pkgs.stdenv.shellDryRun} "$wrapperPath"
+    install -D -m 0555 "$wrapperPath" "$out/bin/${a.outName}"
+    mkdir -p "$out/share/agent-sandbox"
+    ln -s "${specFile}" "$out/share/agent-sandbox/${a.outName}.json"
+  ''

@@ -1,0 +1,251 @@
+//! Network modes: blocked, open (internet without the host), and bridged host loopback ports.
+//!
+//! Servers are started by the tests on the host's loopback; the "internet" is a host in a
+//! network namespace that `scripts/fake-internet` creates (its addresses come in through
+//! AGENT_SANDBOX_TEST_INET / AGENT_SANDBOX_TEST_HOST_SERVICE). No other address is contacted.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::common::*;
+
+/// A host loopback HTTP server answering `host-secret` and counting connections.
+struct HostServer {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+fn host_server() -> HostServer {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhost-secret",
+            );
+        }
+    });
+    HostServer { port, hits }
+}
+
+fn curl(url: &str) -> String {
+    format!("curl -s -m 3 -o - -w ' code=%{{http_code}}' {url}; echo")
+}
+
+fn fake_internet() -> Option<(String, String)> {
+    match (
+        std::env::var("AGENT_SANDBOX_TEST_INET"),
+        std::env::var("AGENT_SANDBOX_TEST_HOST_SERVICE"),
+    ) {
+        (Ok(i), Ok(h)) => Some((i, h)),
+        _ => {
+            eprintln!(
+                "SKIPPED: no fake internet host (run the suite through scripts/test as root, which starts scripts/fake-internet)"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn blocked_mode_reaches_nothing_on_the_host() {
+    let f = Fixture::new();
+    let srv = host_server();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let uport = udp.local_addr().unwrap().port();
+    let script = format!(
+        "{}; (echo hi > /dev/udp/127.0.0.1/{uport}) 2>/dev/null; \
+         python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b\"x\", (\"127.0.0.1\", {uport}))'; \
+         getent hosts example.com || echo no-dns; cat /etc/resolv.conf | wc -c; ip route | wc -l",
+        curl(&format!("http://127.0.0.1:{}/", srv.port))
+    );
+    let out = ok(f.sh(&["--no-network"], &script));
+    assert!(out.contains("code=000"), "{out}");
+    assert!(!out.contains("host-secret"), "{out}");
+    assert!(out.contains("no-dns"), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[lines.len() - 2],
+        "0",
+        "resolv.conf must be empty: {out}"
+    );
+    assert_eq!(lines[lines.len() - 1], "0", "no route at all: {out}");
+    assert_eq!(srv.hits.load(Ordering::SeqCst), 0);
+    let mut buf = [0u8; 16];
+    assert!(
+        udp.recv(&mut buf).is_err(),
+        "a UDP datagram left the sandbox"
+    );
+}
+
+#[test]
+fn loopback_inside_is_the_sandboxes_own_in_both_modes() {
+    for mode in [&["--no-network"][..], &[][..]] {
+        let f = Fixture::new();
+        std::fs::write(f.proj.join("index.html"), "inside").unwrap();
+        let script = "python3 -c 'import http.server as h, socketserver as s
+class S(h.HTTPServer):
+    def server_bind(self):
+        s.TCPServer.server_bind(self); self.server_name=\"x\"; self.server_port=self.server_address[1]
+S((\"127.0.0.1\", 18999), h.SimpleHTTPRequestHandler).serve_forever()' 2>/dev/null &
+for i in $(seq 50); do curl -s -m 1 http://127.0.0.1:18999/index.html && break; sleep 0.1; done";
+        let out = ok(f.sh(mode, script));
+        assert_eq!(out.trim(), "inside", "mode {mode:?}");
+    }
+}
+
+#[test]
+fn open_mode_cuts_off_host_loopback() {
+    let f = Fixture::new();
+    let srv = host_server();
+    let out = ok(f.sh(&[], &curl(&format!("http://127.0.0.1:{}/", srv.port))));
+    assert!(out.contains("code=000"), "{out}");
+    assert_eq!(srv.hits.load(Ordering::SeqCst), 0);
+    // The sandbox has a network of its own with a default route (user-mode networking).
+    let routes = ok(f.sh(&[], "ip route"));
+    assert!(routes.starts_with("default via"), "{routes}");
+}
+
+#[test]
+fn open_mode_reaches_the_internet_but_not_the_hosts_own_address() {
+    let Some((inet, host_service)) = fake_internet() else {
+        return;
+    };
+    let f = Fixture::new();
+    let out = ok(f.sh(
+        &[],
+        &format!(
+            "{}; {}",
+            curl(&format!("http://{inet}/")),
+            curl(&format!("http://{host_service}/"))
+        ),
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "fake internet\n code=200".replace('\n', ""),
+        "{out}"
+    );
+    assert!(
+        lines[1].ends_with("code=000"),
+        "host's own address reached: {out}"
+    );
+}
+
+#[test]
+fn blocked_mode_does_not_reach_the_internet_either() {
+    let Some((inet, _)) = fake_internet() else {
+        return;
+    };
+    let f = Fixture::new();
+    let out = ok(f.sh(&["--no-network"], &curl(&format!("http://{inet}/"))));
+    assert!(out.contains("code=000"), "{out}");
+}
+
+#[test]
+fn allowed_local_port_reaches_the_host_and_others_do_not_in_both_modes() {
+    for mode in [&["--no-network"][..], &[][..]] {
+        let f = Fixture::new();
+        let allowed = host_server();
+        let other = host_server();
+        let p = allowed.port.to_string();
+        let mut flags: Vec<&str> = mode.to_vec();
+        flags.extend(["--allow-local-port", &p]);
+        let out = ok(f.sh(
+            &flags,
+            &format!(
+                "{}; {}; {}",
+                curl(&format!("http://127.0.0.1:{}/", allowed.port)),
+                curl(&format!("http://localhost:{}/", allowed.port)),
+                curl(&format!("http://127.0.0.1:{}/", other.port))
+            ),
+        ));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "host-secret code=200", "mode {mode:?}: {out}");
+        assert_eq!(lines[1], "host-secret code=200", "mode {mode:?}: {out}");
+        assert!(lines[2].ends_with("code=000"), "mode {mode:?}: {out}");
+        assert_eq!(other.hits.load(Ordering::SeqCst), 0);
+        assert_eq!(allowed.hits.load(Ordering::SeqCst), 2);
+    }
+}
+
+#[test]
+fn bad_local_ports_are_refused_with_the_values() {
+    let f = Fixture::new();
+    let o = run(f.sh(
+        &["--allow-local-port", "0", "--allow-local-port", "70000"],
+        "true",
+    ));
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(
+        o.stderr
+            .contains("allowedLocalPorts has 0, 70000 outside 1..65535"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn dry_run_shows_the_bridges() {
+    let f = Fixture::new();
+    let out = ok(f.sh(
+        &["--dry-run", "--no-network", "--allow-local-port", "5432"],
+        "true",
+    ));
+    assert!(
+        out.contains("network: blocked (no network at all)"),
+        "{out}"
+    );
+    assert!(out.contains("host loopback ports: 5432"), "{out}");
+    assert!(
+        out.contains(
+            "  bridge  127.0.0.1:5432 (inside) -> /run/agent-sandbox/session/port-5432.sock -> host 127.0.0.1:5432"
+        ),
+        "{out}"
+    );
+}
+
+/// Regression: pasta attached to /proc/PID/ns/net never noticed the namespace was gone, and
+/// every open-mode launch leaked a ~30 MB pasta daemon (hundreds of them ran the machine out of
+/// memory).
+#[test]
+fn open_mode_leaves_no_pasta_behind() {
+    let f = Fixture::new();
+    ok(f.sh(&[], "true"));
+    ok(f.sh(&[], "sleep 0.2 & true"));
+    let state = f.state.to_string_lossy().into_owned();
+    let leaked = eventually_none(|| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(&state))
+                    .unwrap_or(false)
+            })
+            .count()
+    });
+    assert_eq!(
+        leaked, 0,
+        "processes of the finished sandboxes are still running"
+    );
+}
+
+fn eventually_none(count: impl Fn() -> usize) -> usize {
+    for _ in 0..40 {
+        if count() == 0 {
+            return 0;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    count()
+}

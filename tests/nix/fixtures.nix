@@ -1,0 +1,78 @@
+# Fixture sandboxes for tests/nix/build.sh. Plain `import <nixpkgs> { }` code: built here with
+# NIX_PATH=nixpkgs=checks/host-pkgs (the stand-in), and it would build with nixpkgs too.
+{
+  pkgs ? import <nixpkgs> { },
+  # A host loopback port the offline sandbox may reach (picked free by build.sh).
+  port ? 47123,
+}:
+let
+  sandbox = import ../.. { inherit pkgs; };
+
+  # The same declarations as an agent's: state in $HOME, a read-only config, secrets from the
+  # launching environment and from a command, all expanded at launch.
+  common = {
+    pkg = pkgs.bash;
+    binName = "bash";
+    allowedPackages = [
+      pkgs.coreutils
+      pkgs.git
+      pkgs.curl
+      pkgs.python3
+      pkgs.iproute2
+    ];
+    rwDirs = [ "$HOME/.agent-state" ];
+    rwFiles = [ "$HOME/.agent-history" ];
+    roDirs = [ "~/.agent-docs" ];
+    roFiles = [
+      "$HOME/.agent-config.json"
+      "$HOME/.bashrc"
+    ];
+    env = {
+      STATIC_VAR = "plain value";
+      SECRET = "$AGENT_SANDBOX_TEST_SECRET";
+      FROM_CMD = "$(cat \"$HOME/.secret-file\")";
+      MAYBE = "$AGENT_SANDBOX_TEST_UNSET";
+    };
+  };
+in
+{
+  open = sandbox.mkSandbox (common // { outName = "sb-open"; });
+
+  offline = sandbox.mkSandbox (
+    common
+    // {
+      outName = "sb-offline";
+      allowedDomains = [ ];
+      allowedLocalPorts = [ port ];
+    }
+  );
+
+  # Everything an agent template puts on PATH (needs gawk, ripgrep and fd-find on the host).
+  common-tools = sandbox.mkSandbox {
+    pkg = pkgs.bash;
+    binName = "bash";
+    outName = "sb-tools";
+    allowedPackages = sandbox.commonTools;
+  };
+
+  # A store path in no sandbox's closure.
+  outside = pkgs.writeText "agent-sandbox-outside-closure" "must stay invisible";
+
+  # Fails to build: coreutils has no bin/claude.
+  wrong-bin-name = sandbox.mkSandbox {
+    pkg = pkgs.coreutils;
+    binName = "claude";
+    outName = "wrong";
+    allowedPackages = [ ];
+  };
+
+  # Fails to evaluate: v0 argument names.
+  v0 = sandbox.mkSandbox {
+    pkg = pkgs.bash;
+    binName = "bash";
+    outName = "v0";
+    allowedPackages = [ ];
+    stateDirs = [ "$HOME/.claude" ];
+    extraEnv.EDITOR = "vi";
+  };
+}
