@@ -11,3 +11,4 @@ pub mod report;
 pub mod session;
 pub mod spec;
 pub mod symlinks;
+pub mod proxy;

@@ -15,6 +15,12 @@
 //! check on the address dialled) and has no connection or handshake limits. Here a tunnel to a
 //! method-restricted host is served only as TLS or HTTP that we parse ourselves; anything else
 //! is refused before a single byte is sent upstream.
+//!
+//! Other choices: the intercepting side speaks HTTP/2 as well as HTTP/1.1 (ALPN), and a denied
+//! request's body is drained (bounded in size and time) before the 403 so that HTTP/2 clients
+//! see it (P3). Protocol upgrades (WebSocket) pass only for `"*"` hosts: after a 101 nothing
+//! could be checked any more. Upstream TLS trusts the system bundle plus `upstream_ca_files`;
+//! the compiled-in Mozilla roots serve only when no system bundle exists.
 
 mod ca;
 pub mod log;
@@ -37,6 +43,7 @@ use tokio::sync::Semaphore;
 pub use ca::CaError;
 pub use log::{Denial, Summary};
 pub use policy::{Decision, Policy, PolicyError};
+pub use server::DENIED_HEADER;
 pub use upstream::TrustError;
 
 /// Resource bounds. The defaults suit one agent; every one of them fails closed.
@@ -49,7 +56,8 @@ pub struct Limits {
     /// GET and HEAD with a longer request target get 414: a cap on what a read-only rule lets
     /// an agent smuggle out through URLs.
     pub max_url_bytes: usize,
-    /// From accept to a complete request head, and from CONNECT to a finished TLS handshake.
+    /// From accept (or the end of the previous response: HTTP/1 keep-alive) to a complete
+    /// request head, and from CONNECT to a finished TLS handshake.
     pub handshake_timeout: Duration,
     /// A connection (or tunnel) with no byte in either direction for this long is closed.
     pub idle_timeout: Duration,
@@ -147,7 +155,7 @@ pub struct RunningProxy {
 /// Safe to call from inside or outside an async context.
 pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
     let policy = Policy::new(&config.rules)?;
-    let (roots, _source) = upstream::root_store(&config.upstream_ca_files)?;
+    let roots = upstream::root_store(&config.upstream_ca_files)?;
     let tls = upstream::client_config(roots.clone(), &[b"h2", b"http/1.1"])?;
     // Upgrades (WebSocket) need HTTP/1.1 end to end.
     let tls_h1 = upstream::client_config(roots, &[b"http/1.1"])?;

@@ -372,9 +372,9 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("unspecified")
     } else if ip.is_loopback() {
         Some("loopback")
-    } else if seg[..5] == [0; 5] && (seg[5] == 0xffff || seg[5] == 0) {
-        non_public_v4(embedded(&seg))
-    } else if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    } else if (seg[..5] == [0; 5] && (seg[5] == 0xffff || seg[5] == 0))
+        || seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+    {
         non_public_v4(embedded(&seg))
     } else if seg[0] & 0xfe00 == 0xfc00 {
         Some("unique local")

@@ -163,14 +163,13 @@ impl Dialer {
 /// The system CA bundle (the first of `SSL_CERT_FILE`, `NIX_SSL_CERT_FILE` and the usual
 /// paths that holds certificates) plus `extra` files. Mozilla's roots compiled into
 /// `webpki-roots` stand in only when no system bundle exists (a bare build sandbox).
-pub(crate) fn root_store(extra: &[PathBuf]) -> Result<(RootCertStore, String), TrustError> {
+pub(crate) fn root_store(extra: &[PathBuf]) -> Result<RootCertStore, TrustError> {
     let mut roots = RootCertStore::empty();
     let env_paths = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .map(PathBuf::from);
     let candidates = env_paths.chain(SYSTEM_BUNDLES.iter().map(PathBuf::from));
-    let mut source = String::from("webpki-roots (no system CA bundle found)");
     for path in candidates {
         let Ok(iter) = CertificateDer::pem_file_iter(&path) else {
             continue;
@@ -178,7 +177,6 @@ pub(crate) fn root_store(extra: &[PathBuf]) -> Result<(RootCertStore, String), T
         let certs: Vec<CertificateDer<'static>> = iter.filter_map(Result::ok).collect();
         let (added, _ignored) = roots.add_parsable_certificates(certs);
         if added > 0 {
-            source = path.display().to_string();
             break;
         }
     }
@@ -188,7 +186,7 @@ pub(crate) fn root_store(extra: &[PathBuf]) -> Result<(RootCertStore, String), T
     for path in extra {
         add_extra(&mut roots, path)?;
     }
-    Ok((roots, source))
+    Ok(roots)
 }
 
 fn add_extra(roots: &mut RootCertStore, path: &Path) -> Result<(), TrustError> {

@@ -45,7 +45,7 @@ fn fake_internet() -> Option<(String, String)> {
         std::env::var("AGENT_SANDBOX_TEST_INET"),
         std::env::var("AGENT_SANDBOX_TEST_HOST_SERVICE"),
     ) {
-        (Ok(i), Ok(h)) => Some((i, h)),
+        (Ok(i), Ok(h)) if !i.is_empty() && !h.is_empty() => Some((i, h)),
         _ => {
             eprintln!(
                 "SKIPPED: no fake internet host (run the suite through scripts/test as root, which starts scripts/fake-internet)"
