@@ -312,12 +312,7 @@ fn find_bwrap() -> anyhow::Result<PathBuf> {
 }
 
 /// Features specified but not enforceable by this build: refuse rather than run less confined.
-fn refuse_unsupported(plan: &Plan, spec: &Spec) -> anyhow::Result<()> {
-    if let Network::Filtered(_) = plan.network {
-        bail!(
-            "allowedDomains filtering needs the proxy, which this build does not include yet. Fix: use --no-network (allowedDomains = []) or leave allowedDomains unset for open network"
-        );
-    }
+fn refuse_unsupported(spec: &Spec) -> anyhow::Result<()> {
     if spec.allow_nix {
         bail!("allowNix is not supported by this build yet. Fix: remove allowNix / --allow-nix");
     }
@@ -368,7 +363,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         helper_exe,
     };
     let plan = plan::build(&spec, &a.command, &host)?;
-    refuse_unsupported(&plan, &spec)?;
+    refuse_unsupported(&spec)?;
     check_session_dir_hidden(&plan, &session_dir)?;
 
     let bwrap = find_bwrap()?;
@@ -427,13 +422,27 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
         }
         _ => None,
     };
-    start_host_bridges(plan, session_dir)?;
+    // Filtered mode: the per-session proxy, reachable only through its bridge.
+    let proxy = match &plan.network {
+        Network::Filtered(rules) => Some(start_proxy(plan, rules, session_dir)?),
+        _ => None,
+    };
+    start_host_bridges(plan, session_dir, proxy.as_ref().map(|p| p.addr))?;
     let prefix = holder
         .as_ref()
         .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
         .unwrap_or_default();
     let outcome = supervise_via(&prefix, bwrap, argv, &[])?;
     drop(holder);
+    if let Some(p) = proxy {
+        let summary = p.shutdown().render();
+        if !summary.is_empty() {
+            eprint!("{summary}");
+            if !summary.ends_with('\n') {
+                eprintln!();
+            }
+        }
+    }
     match outcome {
         Outcome::Exited(code) => Ok(code),
         Outcome::SetupFailed { bwrap_status } => {
@@ -450,14 +459,55 @@ fn launch(_plan: &Plan, _dir: &Path, _bwrap: &Path, _argv: &[OsString]) -> anyho
     bail!("this build cannot launch sandboxes on this OS yet")
 }
 
+/// Start the session's proxy and write the CA files the sandbox trusts.
+#[cfg(target_os = "linux")]
+fn start_proxy(
+    plan: &Plan,
+    rules: &std::collections::BTreeMap<String, Option<Vec<String>>>,
+    session_dir: &Path,
+) -> anyhow::Result<crate::proxy::RunningProxy> {
+    let proxy = crate::proxy::start(crate::proxy::ProxyConfig {
+        rules: rules.clone(),
+        upstream_ca_files: plan.upstream_ca_files.clone(),
+        allowed_local_ports: plan.allowed_local_ports.clone(),
+        log_path: Some(session_dir.join("proxy.log")),
+        ..Default::default()
+    })
+    .context("cannot start the filtering proxy")?;
+    let shared = session_dir.join(plan::SESSION_SHARED_DIR);
+    let mut bundle = match &plan.ca_bundle_source {
+        Some(src) => std::fs::read_to_string(src).with_context(|| {
+            format!(
+                "cannot read the CA bundle {} to add the proxy's CA to it. Fix: point SSL_CERT_FILE at a readable PEM bundle",
+                src.display()
+            )
+        })?,
+        None => String::new(),
+    };
+    if !bundle.is_empty() && !bundle.ends_with('\n') {
+        bundle.push('\n');
+    }
+    bundle.push_str(&proxy.ca_pem);
+    // SSL_CERT_FILE replaces the default store: system roots plus our CA in one file.
+    session::write_file(&shared, "ca-bundle.pem", bundle.as_bytes())?;
+    // NODE_EXTRA_CA_CERTS adds to Node's roots: the CA alone.
+    session::write_file(&shared, "proxy-ca.pem", proxy.ca_pem.as_bytes())?;
+    Ok(proxy)
+}
+
 /// On the host: one Unix socket per bridge in the session's shared directory.
-fn start_host_bridges(plan: &Plan, session_dir: &Path) -> anyhow::Result<()> {
+fn start_host_bridges(
+    plan: &Plan,
+    session_dir: &Path,
+    proxy: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     use crate::plan::BridgeTo;
     for b in &plan.bridges {
         let path = session_dir.join(plan::SESSION_SHARED_DIR).join(&b.socket);
         let target = match b.to {
             BridgeTo::HostPort(p) => std::net::SocketAddr::from(([127, 0, 0, 1], p)),
-            BridgeTo::Proxy => bail!("the filtering proxy is not part of this build"),
+            // Fail closed: no proxy means no way out, never a direct one.
+            BridgeTo::Proxy => proxy.context("internal error: proxy bridge without a proxy")?,
         };
         crate::bridge::serve_unix_to_tcp(&path, target)
             .with_context(|| format!("cannot create the bridge socket {}", path.display()))?;

@@ -140,6 +140,11 @@ pub struct Plan {
     pub allowed_local_ports: Option<Vec<u16>>,
     /// Loopback bridges the init sets up inside (proxy first, then local ports).
     pub bridges: Vec<Bridge>,
+    /// Extra CA files the proxy trusts upstream (canonical, checked to exist).
+    pub upstream_ca_files: Vec<PathBuf>,
+    /// The CA bundle the sandbox would trust without the proxy; in filtered mode the proxy's
+    /// CA is appended to a copy of it.
+    pub ca_bundle_source: Option<PathBuf>,
     pub guard: LaunchGuard,
     /// Protected git paths that must be created empty before launch.
     pub placeholders: Vec<(PathBuf, PlaceholderKind)>,
@@ -426,6 +431,15 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         }
         user_mounts.push((src, dest, d.rw));
     }
+    let mut upstream_ca_files = Vec::new();
+    for f in &spec.upstream_ca_files {
+        let p = normalize(f, &host.cwd, &host.home);
+        if p.is_file() {
+            upstream_ca_files.push(p);
+        } else {
+            missing.push(format!("{} (upstreamCaFiles)", p.display()));
+        }
+    }
     if !missing.is_empty() || !wrong_kind.is_empty() {
         let mut parts = Vec::new();
         if !missing.is_empty() {
@@ -687,6 +701,19 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         p.dedup();
         p
     });
+    let ca_bundle_source = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
+        .iter()
+        .find_map(|k| spec.env.get(*k))
+        .map(PathBuf::from)
+        .or_else(|| {
+            [
+                "/etc/ssl/certs/ca-certificates.crt",
+                "/etc/pki/tls/certs/ca-bundle.crt",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+        });
     // `null` means every port: those listening on the host's loopback at launch.
     let local_ports = allowed_local_ports
         .clone()
@@ -761,6 +788,8 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         network,
         allowed_local_ports,
         bridges,
+        upstream_ca_files,
+        ca_bundle_source,
         guard,
         placeholders,
         session_files,

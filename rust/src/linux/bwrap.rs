@@ -121,6 +121,8 @@ mod tests {
             network,
             allowed_local_ports: Some(vec![]),
             bridges: vec![],
+            upstream_ca_files: vec![],
+            ca_bundle_source: None,
             guard: LaunchGuard::Ok,
             placeholders: vec![],
             session_files: vec![],

@@ -197,6 +197,7 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
         allowed_local_ports: config.allowed_local_ports.clone(),
         overrides: config.dial_overrides.clone(),
         connect_timeout: config.limits.connect_timeout,
+        host_addrs: host_addresses(),
     });
     let client = |tls| {
         Client::builder(TokioExecutor::new())
@@ -268,4 +269,14 @@ impl Drop for RunningProxy {
     fn drop(&mut self) {
         self.stop_now();
     }
+}
+
+#[cfg(target_os = "linux")]
+fn host_addresses() -> Vec<std::net::IpAddr> {
+    crate::linux::netns::host_addresses()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn host_addresses() -> Vec<std::net::IpAddr> {
+    Vec::new()
 }

@@ -80,6 +80,9 @@ pub(crate) struct Dialer {
     pub allowed_local_ports: Option<Vec<u16>>,
     pub overrides: BTreeMap<(String, u16), SocketAddr>,
     pub connect_timeout: Duration,
+    /// The host's own interface addresses: as off-limits as its loopback (a service bound to
+    /// 0.0.0.0 answers on them), even when they are public.
+    pub host_addrs: Vec<std::net::IpAddr>,
 }
 
 impl Dialer {
@@ -120,9 +123,11 @@ impl Dialer {
                 }
             }
         };
-        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs
-            .into_iter()
-            .partition(|a| non_public(a.ip()).is_none() || self.local_port_allowed(a.port()));
+        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) =
+            addrs.into_iter().partition(|a| {
+                (non_public(a.ip()).is_none() && !self.host_addrs.contains(&a.ip()))
+                    || self.local_port_allowed(a.port())
+            });
         if usable.is_empty() {
             // Fail closed: a name that resolves only to host-local or LAN addresses is refused.
             if !refused.is_empty() {
