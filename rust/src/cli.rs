@@ -311,14 +311,6 @@ fn find_bwrap() -> anyhow::Result<PathBuf> {
     )
 }
 
-/// Features specified but not enforceable by this build: refuse rather than run less confined.
-fn refuse_unsupported(spec: &Spec) -> anyhow::Result<()> {
-    if spec.allow_nix {
-        bail!("allowNix is not supported by this build yet. Fix: remove allowNix / --allow-nix");
-    }
-    Ok(())
-}
-
 fn run(a: RunArgs) -> anyhow::Result<i32> {
     // Before any thread exists: forwarded signals must be blocked everywhere (see supervise).
     #[cfg(target_os = "linux")]
@@ -363,7 +355,6 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         helper_exe,
     };
     let plan = plan::build(&spec, &a.command, &host)?;
-    refuse_unsupported(&spec)?;
     check_session_dir_hidden(&plan, &session_dir)?;
 
     let bwrap = find_bwrap()?;
@@ -375,6 +366,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
 
     if plan.guard == LaunchGuard::Confirm {
         confirm_home_launch(&plan.cwd)?;
+    }
+    if spec.allow_nix {
+        confirm_nix_trust()?;
     }
 
     // Rotate first, keeping room for this session: rotating after creating could delete it.
@@ -553,14 +547,60 @@ fn create_placeholders(plan: &Plan) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A user the Nix daemon trusts can make it run code as root: granting that to the agent
+/// takes a yes on the terminal.
+fn confirm_nix_trust() -> anyhow::Result<()> {
+    use crate::nixstore;
+    let uid = nix::unistd::getuid();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string());
+    let groups: Vec<String> = nix::unistd::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .chain([nix::unistd::getgid()])
+        .filter_map(|g| nix::unistd::Group::from_gid(g).ok().flatten())
+        .map(|g| g.name)
+        .collect();
+    let list = nixstore::trusted_users(&nixstore::read_config());
+    if !nixstore::is_trusted(&list, &user, &groups) {
+        return Ok(());
+    }
+    ask_on_tty(
+        &format!(
+            "agent-sandbox: allowNix: you ({user}) are a trusted user of the Nix daemon (trusted-users = {}), so the sandboxed agent could make the daemon run code as root. continue? [y/N] ",
+            list.join(" ")
+        ),
+        || {
+            anyhow!(
+                "refusing allowNix without confirmation: {user} is a trusted user of the Nix daemon (trusted-users = {}), which lets the agent run code as root through it. Fix: remove {user} from trusted-users in nix.conf, run from a terminal and answer y, or drop allowNix / --allow-nix",
+                list.join(" ")
+            )
+        },
+    )
+}
+
 /// Launching from $HOME exposes all of it read-write: ask on the terminal, never on stdin.
 fn confirm_home_launch(cwd: &Path) -> anyhow::Result<()> {
-    let refuse = || {
-        anyhow!(
-            "refusing to launch from your home directory {} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y",
+    ask_on_tty(
+        &format!(
+            "agent-sandbox: you are launching from your home directory {}; all of it will be writable by the sandboxed command. continue? [y/N] ",
             cwd.display()
-        )
-    };
+        ),
+        || {
+            anyhow!(
+                "refusing to launch from your home directory {} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y",
+                cwd.display()
+            )
+        },
+    )
+}
+
+/// Ask a yes/no question on /dev/tty (never stdin, which may be a pipe the agent controls);
+/// anything but yes, or no terminal at all, is a refusal.
+fn ask_on_tty(question: &str, refuse: impl Fn() -> anyhow::Error) -> anyhow::Result<()> {
     let Ok(tty) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -569,11 +609,7 @@ fn confirm_home_launch(cwd: &Path) -> anyhow::Result<()> {
         return Err(refuse());
     };
     let mut w = &tty;
-    let _ = write!(
-        w,
-        "agent-sandbox: you are launching from your home directory {}; all of it will be writable by the sandboxed command. continue? [y/N] ",
-        cwd.display()
-    );
+    let _ = write!(w, "{question}");
     let _ = w.flush();
     let mut line = String::new();
     std::io::BufReader::new(&tty)

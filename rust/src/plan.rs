@@ -342,6 +342,51 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         }
     }
 
+    // --- allowNix ----------------------------------------------------------------------
+    let mut nix_env: Vec<(String, String)> = Vec::new();
+    if spec.allow_nix {
+        let store = Path::new("/nix/store");
+        let socket = std::env::var("NIX_DAEMON_SOCKET_PATH")
+            .unwrap_or_else(|_| crate::nixstore::DEFAULT_SOCKET.into());
+        if !store.is_dir() || !Path::new(&socket).exists() {
+            // Fail closed: allowNix without a daemon would only half work, confusingly.
+            return Err(PlanError::Refused(format!(
+                "allowNix needs the Nix daemon, but {} does not exist. Fix: start nix-daemon (e.g. systemctl start nix-daemon) or remove allowNix / --allow-nix",
+                if store.is_dir() {
+                    socket.as_str()
+                } else {
+                    "/nix/store"
+                }
+            )));
+        }
+        // The whole store, read-only, replaces the per-path closure binds.
+        system.retain(|m| !matches!(m, Mount::RoBind { dest, .. } if dest.starts_with(store)));
+        system.push(Mount::RoBind {
+            src: store.into(),
+            dest: store.into(),
+        });
+        permitted_roots.push(store.into());
+        // /nix/var holds the daemon socket (connecting works on a read-only mount).
+        system.push(Mount::RoBind {
+            src: "/nix/var".into(),
+            dest: "/nix/var".into(),
+        });
+        let socket_dir = Path::new(&socket).parent().unwrap_or(Path::new("/"));
+        if !socket_dir.starts_with("/nix/var") {
+            system.push(Mount::RoBind {
+                src: socket_dir.into(),
+                dest: socket_dir.into(),
+            });
+        }
+        nix_env.push(("NIX_REMOTE".into(), "daemon".into()));
+        nix_env.push(("NIX_DAEMON_SOCKET_PATH".into(), socket));
+        if spec.allowed_domains.is_some() {
+            warnings.push(
+                "allowNix: the Nix daemon runs outside the sandbox, so its own downloads (substituters, fetchers) are not limited by allowedDomains".into(),
+            );
+        }
+    }
+
     // --- declared paths -------------------------------------------------------------
     let mut declared = Vec::new();
     for (field, list, rw, kind) in [
@@ -691,6 +736,9 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     env.insert("GIT_CONFIG_COUNT".into(), "1".into());
     env.insert("GIT_CONFIG_KEY_0".into(), "user.useConfigOnly".into());
     env.insert("GIT_CONFIG_VALUE_0".into(), "true".into());
+    for (k, v) in nix_env {
+        env.insert(k, v);
+    }
     for (k, v) in &spec.env {
         env.insert(k.clone(), v.clone());
     }

@@ -24,7 +24,7 @@ fn error_lines(stderr: &str) -> Vec<&str> {
 }
 
 /// Without a controlling terminal: a new session, so `/dev/tty` cannot be opened.
-fn without_tty(c: &mut Command) {
+pub(crate) fn without_tty(c: &mut Command) {
     // SAFETY: setsid is async-signal-safe.
     unsafe {
         c.pre_exec(|| {
@@ -119,7 +119,7 @@ fn launching_from_home_without_a_terminal_is_refused() {
 /// Runs `c` with a new pty as its controlling terminal (stdin is /dev/null), waits for the
 /// `[y/N]` prompt on the terminal, types `answer`, and returns the run and the terminal text.
 /// `None` when no pty can be opened.
-fn answer_on_tty(mut c: Command, answer: &[u8]) -> Option<(Out, String)> {
+pub(crate) fn answer_on_tty(mut c: Command, answer: &[u8]) -> Option<(Out, String)> {
     let pty = match nix::pty::openpty(None, None) {
         Ok(p) => p,
         Err(e) => {

@@ -13,6 +13,7 @@ mod git;
 mod guard;
 mod identity;
 mod network;
+mod nix_daemon;
 mod session;
 mod signals;
 mod symlinks;
