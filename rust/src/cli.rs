@@ -412,7 +412,10 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
         Network::Open => {
             let exe =
                 std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
-            Some((netns::setup(&exe, session_dir)?, exe))
+            Some((
+                netns::setup(&exe, session_dir, plan.dns_forward.as_deref())?,
+                exe,
+            ))
         }
         _ => None,
     };

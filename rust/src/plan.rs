@@ -138,6 +138,8 @@ pub struct Plan {
     pub env: BTreeMap<String, String>,
     pub network: Network,
     pub allowed_local_ports: Option<Vec<u16>>,
+    /// Open mode: the address inside that pasta forwards to the host's own resolver.
+    pub dns_forward: Option<String>,
     /// Loopback bridges the init sets up inside (proxy first, then local ports).
     pub bridges: Vec<Bridge>,
     /// Extra CA files the proxy trusts upstream (canonical, checked to exist).
@@ -671,9 +673,26 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     ));
 
     let network = network_mode(spec);
+    let mut dns_forward = None;
     match network {
         Network::Open => {
-            if Path::new("/etc/resolv.conf").exists() {
+            let host_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            if resolv_needs_forward(&host_resolv) {
+                // The host's resolver listens on its loopback (systemd-resolved, dnsmasq),
+                // which the sandbox cannot reach: pasta forwards this address to it instead.
+                dns_forward = Some(DNS_FORWARD_ADDR.to_string());
+                session_files.push((
+                    "resolv.conf".into(),
+                    format!(
+                        "nameserver {DNS_FORWARD_ADDR}\n{}",
+                        resolv_options(&host_resolv)
+                    ),
+                ));
+                mounts.push(Mount::RoBind {
+                    src: host.session_dir.join("resolv.conf"),
+                    dest: "/etc/resolv.conf".into(),
+                });
+            } else if Path::new("/etc/resolv.conf").exists() {
                 mounts.push(Mount::RoBind {
                     src: "/etc/resolv.conf".into(),
                     dest: "/etc/resolv.conf".into(),
@@ -835,6 +854,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         env,
         network,
         allowed_local_ports,
+        dns_forward,
         bridges,
         upstream_ca_files,
         ca_bundle_source,
@@ -857,6 +877,30 @@ fn alias_may_be_writable(target: &Path, mounts: &[&Mount]) -> bool {
         !matches!(m, Mount::Bind { .. }) && m.dest() != target && m.dest().starts_with(target)
     });
     holder_rw && !ro_below
+}
+
+/// In open mode, DNS queries to this address are forwarded by pasta to the host's resolver.
+pub const DNS_FORWARD_ADDR: &str = "169.254.1.53";
+
+/// Whether every nameserver in a resolv.conf is on loopback (unreachable from the sandbox).
+pub fn resolv_needs_forward(text: &str) -> bool {
+    let servers: Vec<std::net::IpAddr> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("nameserver"))
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    !servers.is_empty() && servers.iter().all(|ip| ip.is_loopback())
+}
+
+/// The `search`/`options` lines of a resolv.conf, kept when the nameserver is replaced.
+fn resolv_options(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("search") || l.starts_with("options") || l.starts_with("domain")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 fn command_line(spec: &Spec, args: &[OsString]) -> Result<Vec<OsString>> {
@@ -984,6 +1028,23 @@ mod tests {
         assert!(!alias_may_be_writable(Path::new("/h/proj/.git"), &m));
         assert!(!alias_may_be_writable(Path::new("/h/proj"), &m));
         assert!(!alias_may_be_writable(Path::new("/elsewhere"), &m));
+    }
+
+    #[test]
+    fn loopback_resolvers_are_forwarded() {
+        assert!(resolv_needs_forward(
+            "nameserver 127.0.0.53\noptions edns0\n"
+        ));
+        assert!(resolv_needs_forward("nameserver ::1\n"));
+        assert!(!resolv_needs_forward("nameserver 10.255.255.53\n"));
+        assert!(!resolv_needs_forward(
+            "nameserver 127.0.0.53\nnameserver 9.9.9.9\n"
+        ));
+        assert!(!resolv_needs_forward(""));
+        assert_eq!(
+            resolv_options("nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch lan\n"),
+            "options edns0 trust-ad\nsearch lan\n"
+        );
     }
 
     #[test]

@@ -120,6 +120,7 @@ mod tests {
             ]),
             network,
             allowed_local_ports: Some(vec![]),
+            dns_forward: None,
             bridges: vec![],
             upstream_ca_files: vec![],
             ca_bundle_source: None,

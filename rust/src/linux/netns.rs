@@ -105,7 +105,13 @@ pub fn route_commands(addrs: &[IpAddr]) -> Vec<Vec<String>> {
 }
 
 /// pasta's argv to attach to the holder `pid`. Pure.
-pub fn pasta_args(pid: u32, as_root: bool, log: &Path, pid_file: &Path) -> Vec<OsString> {
+pub fn pasta_args(
+    pid: u32,
+    as_root: bool,
+    log: &Path,
+    pid_file: &Path,
+    dns_forward: Option<&str>,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
         "--config-net".into(),
         "--quiet".into(),
@@ -128,6 +134,9 @@ pub fn pasta_args(pid: u32, as_root: bool, log: &Path, pid_file: &Path) -> Vec<O
         "--pid".into(),
         pid_file.into(),
     ];
+    if let Some(addr) = dns_forward {
+        a.extend(["--dns-forward".into(), addr.into()]);
+    }
     if as_root {
         // As root pasta would drop to nobody before opening the namespaces, and fail.
         a.extend(["--runas".into(), "0:0".into()]);
@@ -172,7 +181,7 @@ impl Drop for Holder {
 
 /// Create the namespace, attach pasta, cut the host off. On success the returned holder keeps
 /// the namespace alive; run bwrap inside with [`enter_prefix`].
-pub fn setup(helper_exe: &Path, session_dir: &Path) -> Result<Holder> {
+pub fn setup(helper_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) -> Result<Holder> {
     let pasta = find_tool("AGENT_SANDBOX_PASTA", &["pasta"]).ok_or(NetnsError::NoPasta)?;
     let ip = find_tool("AGENT_SANDBOX_IP", &["ip"]).ok_or(NetnsError::NoIp)?;
     let uid = nix::unistd::getuid().as_raw();
@@ -220,7 +229,13 @@ pub fn setup(helper_exe: &Path, session_dir: &Path) -> Result<Holder> {
     let pid_file = session_dir.join("pasta.pid");
     let as_root = uid == 0;
     let out = Command::new(&pasta)
-        .args(pasta_args(holder.pid(), as_root, &log, &pid_file))
+        .args(pasta_args(
+            holder.pid(),
+            as_root,
+            &log,
+            &pid_file,
+            dns_forward,
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -394,6 +409,7 @@ mod tests {
             false,
             Path::new("/s/pasta.log"),
             Path::new("/s/pasta.pid"),
+            None,
         );
         let s: Vec<&str> = a.iter().map(|x| x.to_str().unwrap()).collect();
         assert_eq!(
@@ -420,7 +436,15 @@ mod tests {
                 "/proc/42/ns/net"
             ]
         );
-        let r = pasta_args(42, true, Path::new("/l"), Path::new("/p"));
+        let r = pasta_args(
+            42,
+            true,
+            Path::new("/l"),
+            Path::new("/p"),
+            Some("169.254.1.53"),
+        );
+        let d = r.iter().position(|x| x == "--dns-forward").unwrap();
+        assert_eq!(r[d + 1], "169.254.1.53");
         let i = r.iter().position(|x| x == "--runas").unwrap();
         assert_eq!(r[i + 1], "0:0");
     }
