@@ -279,3 +279,36 @@ fn captured_stdout_returns_promptly() {
         start.elapsed()
     );
 }
+
+/// Where user namespaces are unavailable (Ubuntu's AppArmor restriction, a sysctl), bubblewrap
+/// fails at setup: the sandbox must not run anything and must say how to fix it. Simulated with
+/// a stand-in bwrap that fails the way the real one does.
+#[test]
+fn no_user_namespaces_fails_closed_with_the_fix() {
+    let f = Fixture::new();
+    let fake = f.root().join("fake-bwrap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let marker = f.proj.join("ran");
+    let mut c = f.sh(&["--no-network"], &format!("touch {}", marker.display()));
+    c.env("AGENT_SANDBOX_BWRAP", &fake);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(
+        o.stderr
+            .contains("bwrap: No permissions to creating new namespace"),
+        "{o:?}"
+    );
+    assert!(
+        o.stderr
+            .contains("agent-sandbox: error: bubblewrap could not set up the sandbox")
+            && o.stderr
+                .contains("kernel.apparmor_restrict_unprivileged_userns=0"),
+        "{o:?}"
+    );
+    assert!(!marker.exists());
+}
