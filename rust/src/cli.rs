@@ -67,8 +67,9 @@ struct RunArgs {
     /// Expose the file FILE read-only.
     #[arg(long, value_name = "FILE")]
     ro_file: Vec<String>,
-    /// Set an environment variable inside the sandbox.
-    #[arg(long, value_name = "NAME=VALUE")]
+    /// Set an environment variable inside the sandbox; `--env NAME` passes on the launcher's
+    /// value of NAME (keeps secrets off command lines).
+    #[arg(long, value_name = "NAME[=VALUE]")]
     env: Vec<String>,
     /// Filter the network: allow DOMAIN (and its subdomains), optionally only some methods.
     #[arg(long, value_name = "DOMAIN[=METHOD,…]")]
@@ -219,10 +220,21 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
     spec.ro_dirs.extend(a.ro_dir.iter().cloned());
     spec.ro_files.extend(a.ro_file.iter().cloned());
     for kv in &a.env {
-        let (k, v) = kv.split_once('=').ok_or_else(|| {
-            anyhow!("--env {kv:?} is not NAME=VALUE. Fix: write e.g. --env EDITOR=vim")
-        })?;
-        spec.env.insert(k.to_string(), v.to_string());
+        match kv.split_once('=') {
+            Some((k, v)) => {
+                spec.env.insert(k.to_string(), v.to_string());
+            }
+            // `--env NAME` passes the launcher's value on without putting it on a command
+            // line (those are world-readable in /proc): the way to hand over secrets.
+            None => {
+                let v = std::env::var(kv).map_err(|_| {
+                    anyhow!(
+                        "--env {kv:?}: {kv} is not set (or not UTF-8) in agent-sandbox's environment. Fix: export {kv}=… first, or write --env {kv}=VALUE"
+                    )
+                })?;
+                spec.env.insert(kv.clone(), v);
+            }
+        }
     }
     if a.no_network {
         if spec.allowed_domains.as_ref().is_some_and(|d| !is_empty(d)) {
@@ -429,7 +441,7 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
         .as_ref()
         .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
         .unwrap_or_default();
-    let outcome = supervise_via(&prefix, bwrap, argv, &[])?;
+    let outcome = supervise_via(&prefix, bwrap, argv, &[], Some(&plan.env))?;
     drop(holder);
     if let Some(p) = proxy {
         let summary = p.shutdown().render();
@@ -499,15 +511,28 @@ fn start_host_bridges(
     proxy: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
     use crate::plan::BridgeTo;
+    use std::os::fd::AsRawFd;
+    if plan.bridges.is_empty() {
+        return Ok(());
+    }
+    let shared = session_dir.join(plan::SESSION_SHARED_DIR);
+    // Socket paths are limited to 108 bytes and a session dir under a long $HOME can exceed
+    // that: bind through a short /proc/self/fd/N/ path to the directory instead.
+    let dir = std::fs::File::open(&shared)
+        .with_context(|| format!("cannot open the session directory {}", shared.display()))?;
     for b in &plan.bridges {
-        let path = session_dir.join(plan::SESSION_SHARED_DIR).join(&b.socket);
+        let path = PathBuf::from(format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), b.socket));
         let target = match b.to {
             BridgeTo::HostPort(p) => std::net::SocketAddr::from(([127, 0, 0, 1], p)),
             // Fail closed: no proxy means no way out, never a direct one.
             BridgeTo::Proxy => proxy.context("internal error: proxy bridge without a proxy")?,
         };
-        crate::bridge::serve_unix_to_tcp(&path, target)
-            .with_context(|| format!("cannot create the bridge socket {}", path.display()))?;
+        crate::bridge::serve_unix_to_tcp(&path, target).with_context(|| {
+            format!(
+                "cannot create the bridge socket {}",
+                shared.join(&b.socket).display()
+            )
+        })?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod cli;
 pub mod git;
 pub mod linux;
+pub mod macos;
 pub mod nixstore;
 pub mod plan;
 pub mod proxy;

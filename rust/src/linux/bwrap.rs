@@ -33,19 +33,16 @@ fn base_flags(plan: &Plan) -> Vec<OsString> {
         "ALL".into(),
         // Our init is PID 1: it forwards signals, reaps, and installs the seccomp filter.
         "--as-pid-1".into(),
-        "--clearenv".into(),
     ]);
     a
 }
 
 /// The whole bwrap argument list (without the program name).
 pub fn argv(plan: &Plan) -> Vec<OsString> {
+    // The environment is not in the argv: command lines are world-readable in /proc, and
+    // values such as API tokens must not be. bwrap gets exactly `plan.env` as its own
+    // environment (see `supervise_via`) and passes it on unchanged.
     let mut a = base_flags(plan);
-    for (k, v) in &plan.env {
-        a.push("--setenv".into());
-        a.push(k.into());
-        a.push(v.into());
-    }
     for m in &plan.mounts {
         match m {
             Mount::RoBind { src, dest } => {
@@ -157,13 +154,6 @@ mod tests {
                 "--cap-drop",
                 "ALL",
                 "--as-pid-1",
-                "--clearenv",
-                "--setenv",
-                "HOME",
-                "/home/u",
-                "--setenv",
-                "PATH",
-                "/nix/store/abc-bash/bin",
                 "--ro-bind",
                 "/nix/store/abc-bash",
                 "/nix/store/abc-bash",

@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -154,7 +154,38 @@ pub fn pasta_args(
 pub struct Holder {
     child: Child,
     stdin: Option<ChildStdin>,
-    pasta: Option<i32>,
+    pasta: Option<OwnedFd>,
+}
+
+/// A pidfd for `pid`, if it is still the pasta serving the namespace of `holder_pid` (its
+/// command line names that namespace). Signalling through the pidfd cannot hit a process that
+/// reused the PID later.
+fn pasta_pidfd(pid: i32, holder_pid: u32) -> Option<OwnedFd> {
+    // SAFETY: plain syscall; the result is a new descriptor we own, or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd is a fresh descriptor returned by the kernel.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let marker = format!("/proc/{holder_pid}/ns/net");
+    String::from_utf8_lossy(&cmdline)
+        .contains(&marker)
+        .then_some(fd)
+}
+
+fn pidfd_kill(fd: &OwnedFd) {
+    // SAFETY: pidfd_send_signal with a valid pidfd, no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        );
+    }
 }
 
 impl Holder {
@@ -166,11 +197,8 @@ impl Holder {
 impl Drop for Holder {
     fn drop(&mut self) {
         // pasta would outlive the namespace (and hold ~30 MB) if nobody stopped it.
-        if let Some(pid) = self.pasta {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        if let Some(fd) = &self.pasta {
+            pidfd_kill(fd);
         }
         // Closing its stdin ends the holder; the namespace dies with its last process.
         drop(self.stdin.take());
@@ -255,10 +283,11 @@ pub fn setup(helper_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) -
         }
         return Err(NetnsError::Pasta(msg));
     }
-    holder.pasta = std::fs::read_to_string(&pid_file)
+    let pasta_pid: Option<i32> = std::fs::read_to_string(&pid_file)
         .ok()
         .and_then(|s| s.trim().parse().ok());
-    let Some(pasta_pid) = holder.pasta else {
+    holder.pasta = pasta_pid.and_then(|p| pasta_pidfd(p, holder.pid()));
+    let (Some(pasta_pid), Some(_)) = (pasta_pid, &holder.pasta) else {
         // Fail closed on bookkeeping too: an unstoppable pasta would leak with every launch.
         return Err(NetnsError::Pasta(format!(
             "pasta started but did not write its PID to {}",
@@ -315,8 +344,11 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 {
         return 1;
     }
-    let pasta_pid = match line.trim().split_once(' ') {
-        Some((GO, pid)) => pid.parse::<i32>().ok(),
+    let pasta = match line.trim().split_once(' ') {
+        Some((GO, pid)) => pid
+            .parse::<i32>()
+            .ok()
+            .and_then(|p| pasta_pidfd(p, std::process::id())),
         _ => return 1,
     };
     let addrs: Vec<IpAddr> = addrs
@@ -355,11 +387,8 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
         rest.clear();
     }
-    if let Some(pid) = pasta_pid {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+    if let Some(fd) = &pasta {
+        pidfd_kill(fd);
     }
     0
 }

@@ -114,17 +114,21 @@ pub fn supervise_with_fds(
     args: &[OsString],
     inherit: &[BorrowedFd<'_>],
 ) -> Result<Outcome> {
-    supervise_via(&[], bwrap, args, inherit)
+    supervise_via(&[], bwrap, args, inherit, None)
 }
 
 /// [`supervise_with_fds`], with bwrap started through `prefix` (a program that sets something
 /// up and then execs the rest of its argv in place, keeping the PID and the descriptors: the
 /// open-network namespace entry `agent-sandbox __enter PID --`).
+///
+/// `env`: when given, bwrap (and the prefix) run with exactly this environment, which bwrap
+/// hands to the sandbox unchanged; the values never appear on a command line.
 pub fn supervise_via(
     prefix: &[OsString],
     bwrap: &Path,
     args: &[OsString],
     inherit: &[BorrowedFd<'_>],
+    env: Option<&std::collections::BTreeMap<String, String>>,
 ) -> Result<Outcome> {
     let mask = forwarded_signals();
     let ignored: Vec<Signal> = mask.iter().filter(|&s| is_ignored(s)).collect();
@@ -147,6 +151,9 @@ pub fn supervise_via(
         }
         None => Command::new(bwrap),
     };
+    if let Some(env) = env {
+        command.env_clear().envs(env);
+    }
     command
         .arg("--json-status-fd")
         .arg(status_fd.to_string())

@@ -108,6 +108,39 @@ fn env_without_equals_is_125_and_names_it() {
     assert_eq!(ok(f.sh(&["--env", "OK_VAR=1"], "echo $OK_VAR")), "1\n");
 }
 
+/// `--env NAME` passes the launcher's value on, keeping it off every command line (the
+/// launcher's and bwrap's are world-readable in /proc).
+#[test]
+fn env_by_name_keeps_the_value_off_command_lines() {
+    let f = Fixture::new();
+    let secret = "s3cret-value-4711";
+    let mut c = f.sh(
+        &["--env", "MY_TOKEN"],
+        "echo $MY_TOKEN; for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; done | tr '\\0' ' ' | grep -c 's3cret-valu[e]' || true",
+    );
+    c.env("MY_TOKEN", secret);
+    let mut child = c.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    // While it runs, no process on the host shows the secret in its command line.
+    let mut seen_on_host = false;
+    for _ in 0..20 {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+                if String::from_utf8_lossy(&cmd).contains(secret) {
+                    seen_on_host = true;
+                }
+            }
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("{secret}\n0\n"));
+    assert!(!seen_on_host, "the secret appeared in a host command line");
+}
+
 #[test]
 fn a_spec_with_an_unknown_field_is_125_and_names_it() {
     let f = Fixture::new();

@@ -406,3 +406,20 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Regression: bridge sockets were bound by their full path, and a session directory under a
+/// long $HOME / $XDG_STATE_HOME pushed it past the 108-byte socket path limit.
+#[test]
+fn bridges_work_with_a_very_long_state_dir() {
+    let f = Fixture::new();
+    let srv = host_server();
+    let deep = f.state.join("a".repeat(60)).join("b".repeat(60));
+    std::fs::create_dir_all(&deep).unwrap();
+    let p = srv.port.to_string();
+    let mut c = f.sh(
+        &["--no-network", "--allow-local-port", &p],
+        &curl(&format!("http://127.0.0.1:{}/", srv.port)),
+    );
+    c.env("XDG_STATE_HOME", &deep);
+    assert_eq!(ok(c).trim(), "host-secret code=200");
+}
