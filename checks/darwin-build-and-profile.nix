@@ -20,5 +20,8 @@ pkgs.runCommand "darwin-build-and-profile" { } ''
   export HOME=$TMPDIR/home
   mkdir -p "$HOME/proj"
   cd "$HOME/proj"
-  ${agent-sandbox}/bin/agent-sandbox run --spec ${bash.specFile} --dry-run -- -c true | tee "$out"
+  # --dry-run names a bwrap until the Seatbelt backend replaces it on macOS; nothing runs it.
+  AGENT_SANDBOX_BWRAP=/nonexistent/bwrap \
+    ${agent-sandbox}/bin/agent-sandbox run --spec ${bash.specFile} --dry-run -- -c true > "$out"
+  cat "$out"
 ''

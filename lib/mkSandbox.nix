@@ -1,8 +1,9 @@
 /**
   Wrap a program in agent-sandbox: returns a package whose `bin/<outName>` runs `pkg`'s
   `bin/<binName>` in a sandbox that sees the launch directory (read-write), an empty `$HOME`
-  holding only the declared paths, exactly the store paths of `pkg`, `allowedPackages`,
-  `bash` and `cacert`, and the declared network.
+  holding only the declared paths, exactly the store paths the policy names (`pkg`,
+  `allowedPackages`, `bash`, `cacert`, store paths in `env` values) with their dependencies,
+  and the declared network.
 
   The arguments are validated when the expression is evaluated; the policy is written to the
   store as one JSON spec (`share/agent-sandbox/<outName>.json`, format: `agent-sandbox
@@ -92,36 +93,31 @@ let
   );
   inherit (parts.spec) program;
 
-  closure = pkgs.writeClosure (
-    map specLib.binOf (
-      [ a.pkg ]
-      ++ a.allowedPackages
-      ++ [
-        pkgs.bash
-        pkgs.cacert
-        agent-sandbox
-      ]
-      ++ (if a.allowNix then [ pkgs.nix ] else [ ])
-    )
-  );
+  # The sandbox sees what its policy names (the program, the PATH entries, store paths in
+  # env values) with their dependencies, and the helper, which runs inside as PID 1.
+  staticSpec = pkgs.writeText "${a.outName}-sandbox-static.json" (builtins.toJSON parts.spec);
+  closure = pkgs.writeClosure [
+    staticSpec
+    agent-sandbox
+  ];
 
   # The closure is known only once built: splice it into the static spec as its first field.
   # Store paths need no JSON escaping.
   specFile =
     pkgs.runCommand "${a.outName}-sandbox.json"
       {
-        staticSpec = builtins.toJSON parts.spec;
-        passAsFile = [ "staticSpec" ];
-        inherit closure;
+        inherit staticSpec closure;
       }
       ''
-        static=$(< "$staticSpecPath")
+        static=$(< "$staticSpec")
         {
           printf '{"closure":['
           sep=
           while IFS= read -r p; do
-            printf '%s"%s"' "$sep" "$p"
-            sep=,
+            if [ "$p" != "$staticSpec" ]; then
+              printf '%s"%s"' "$sep" "$p"
+              sep=,
+            fi
           done < "$closure"
           printf '],%s\n' "''${static:1}"
         } > "$out"
@@ -148,7 +144,7 @@ pkgs.runCommand a.outName
     };
     passAsFile = [ "wrapper" ];
     passthru = {
-      inherit specFile closure;
+      inherit specFile staticSpec closure;
       inherit (parts) spec launch;
     };
     meta = {

@@ -4,10 +4,12 @@
 # files, so they need `--option sandbox false`; programs are relocated (their libraries and
 # loader copied next to them, patched with patchelf) so they run inside a sandbox that sees
 # only store paths. The helper is the binary cargo built (AGENT_SANDBOX_HELPER_BIN, default
-# rust/target/debug/agent-sandbox): `rustPlatform.buildRustPackage` returns it, whatever its
-# arguments, because the stand-in cannot compile Rust.
+# rust/target/debug/agent-sandbox, readable by the nixbld users): `rustPlatform.buildRustPackage`
+# returns it, whatever its arguments, because the stand-in cannot compile Rust. A host package
+# that is missing is an evaluation error naming the apt package.
 #
 # Needs: a Debian/Ubuntu host with the packages named below installed, and patchelf.
+# Builds run as root with a local store: nix-build --option sandbox false --option substituters ''.
 {
   system ? builtins.currentSystem,
   ...
@@ -34,11 +36,14 @@ let
         // {
           inherit name system;
           builder = hostShell;
+          # The trailing `:` keeps bash from exec'ing the script's last command: coreutils
+          # close stdout before they exit, and Nix kills the builder's process group as soon as
+          # its log pipe reaches end of file, which on a loaded machine lands before the exit.
           args = [
             "-eo"
             "pipefail"
             "-c"
-            script
+            "${script}\n:"
           ];
           PATH = lib.concatStringsSep ":" (map (p: "${lib.getBin p}/bin") inputs ++ [ hostPath ]);
         }
@@ -155,33 +160,32 @@ let
     ln -s ca-bundle.crt "$out/etc/ssl/certs/ca-certificates.crt"
   '';
 
+  # The helper cargo built, copied (stripped: debug builds are large) and relocated like the
+  # other programs; its hash makes every new build of it a new store path.
   helperBin =
     let
       fromEnv = builtins.getEnv "AGENT_SANDBOX_HELPER_BIN";
-      default = ../../rust/target/debug/agent-sandbox;
-      path =
-        if fromEnv != "" then
-          fromEnv
-        else if builtins.pathExists default then
-          default
-        else
-          throw "host-pkgs: no agent-sandbox binary. Fix: build it (cd rust && cargo build) or set AGENT_SANDBOX_HELPER_BIN to its absolute path";
+      default = toString ../../rust/target/debug/agent-sandbox;
     in
-    builtins.path {
-      inherit path;
-      name = "agent-sandbox-bin";
-    };
+    if fromEnv != "" then
+      fromEnv
+    else if builtins.pathExists default then
+      default
+    else
+      throw "host-pkgs: no agent-sandbox binary. Fix: build it (cd rust && cargo build) or set AGENT_SANDBOX_HELPER_BIN to its absolute path";
 
   agent-sandbox =
     runCommand "agent-sandbox-host"
       {
         src = helperBin;
+        hostState = builtins.hashFile "sha256" helperBin;
         relocate = ./relocate.sh;
         meta.mainProgram = "agent-sandbox";
       }
       ''
         source "$relocate"
         copy_bin "$src" agent-sandbox
+        strip "$out/bin/agent-sandbox" 2>/dev/null || true
         relocate_all
       '';
 

@@ -4,7 +4,11 @@
   `cargo test` here runs the unit tests only: the integration suite needs user namespaces,
   which the Nix build sandbox does not provide (the NixOS VM checks cover that ground).
 */
-{ lib, rustPlatform }:
+{
+  lib,
+  rustPlatform,
+  git,
+}:
 rustPlatform.buildRustPackage {
   pname = "agent-sandbox";
   version = (builtins.fromTOML (builtins.readFile ../../rust/Cargo.toml)).package.version;
@@ -18,6 +22,8 @@ rustPlatform.buildRustPackage {
   cargoLock.lockFile = ../../rust/Cargo.lock;
 
   cargoTestFlags = [ "--lib" ];
+  # The git layout tests build real repositories.
+  nativeCheckInputs = [ git ];
 
   meta = {
     description = "Declarative sandbox for AI coding agents: bubblewrap on Linux, sandbox-exec on macOS";

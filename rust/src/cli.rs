@@ -71,6 +71,10 @@ struct RunArgs {
     /// value of NAME (keeps secrets off command lines).
     #[arg(long, value_name = "NAME[=VALUE]")]
     env: Vec<String>,
+    /// Read NAME=VALUE entries, separated by NUL bytes, from FILE (e.g. a `<(printf …)` pipe):
+    /// how the Nix wrapper hands over values expanded at launch without a command line.
+    #[arg(long, value_name = "FILE")]
+    env_file: Vec<PathBuf>,
     /// Filter the network: allow DOMAIN (and its subdomains), optionally only some methods.
     #[arg(long, value_name = "DOMAIN[=METHOD,…]")]
     allow_domain: Vec<String>,
@@ -234,6 +238,20 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
                 })?;
                 spec.env.insert(kv.clone(), v);
             }
+        }
+    }
+    for file in &a.env_file {
+        let bytes = std::fs::read(file)
+            .with_context(|| format!("cannot read --env-file {}", file.display()))?;
+        for record in bytes.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+            let record = String::from_utf8_lossy(record);
+            let (k, v) = record.split_once('=').ok_or_else(|| {
+                anyhow!(
+                    "--env-file {}: an entry is not NAME=VALUE (entries are separated by NUL bytes)",
+                    file.display()
+                )
+            })?;
+            spec.env.insert(k.to_string(), v.to_string());
         }
     }
     if a.no_network {

@@ -55,7 +55,7 @@ run() {
 # check GROUP NAME FUNCTION
 check() {
   local name=$2
-  [ -z "${SB_GROUP:-}" ] || [ "$SB_GROUP" = "$1" ] || return 0
+  [ -z "${SB_GROUP:-}" ] || [ "$1" = any ] || [ "$SB_GROUP" = "$1" ] || return 0
   shift 2
   out= err= code=
   if "$@"; then
@@ -120,8 +120,9 @@ path_is_exactly_the_declared_one() {
 }
 
 tls_roots_come_from_cacert() {
-  run "$SB_OPEN" -c 'echo "$SSL_CERT_FILE"; read -r first < "$SSL_CERT_FILE"; echo "$first"'
-  [[ "$out" == /nix/store/*-cacert-*/etc/ssl/certs/ca-bundle.crt$'\n-----BEGIN CERTIFICATE-----' ]]
+  run "$SB_OPEN" -c 'echo "$SSL_CERT_FILE"
+    while read -r line; do [[ $line != *"BEGIN CERTIFICATE"* ]] || { echo has-certificates; break; }; done < "$SSL_CERT_FILE"'
+  [[ "$out" == /nix/store/*-cacert-*/etc/ssl/certs/ca-bundle.crt$'\nhas-certificates' ]]
 }
 
 store_holds_only_the_closure() {
@@ -137,6 +138,11 @@ closure_programs_work() {
   [ "$out" = $'first\npython ok\ncurl ok' ]
 }
 
+store_paths_named_in_env_are_in_the_closure() {
+  run "$SB_OPEN" -c '"$EXTRA_TOOL" --version | head -n 1'
+  [[ "$out" == "find (GNU findutils)"* ]]
+}
+
 bash_program_reads_no_rc_files() {
   # The program bash runs with --norc; a nested interactive bash shows the file is there.
   run "$SB_OPEN" -i -c 'echo outer; bash -i -c "echo nested" 2>/dev/null'
@@ -144,8 +150,10 @@ bash_program_reads_no_rc_files() {
 }
 
 helper_accepts_the_spec() {
+  local bwrap
+  bwrap=$(sed -n "s/^export AGENT_SANDBOX_BWRAP='\(.*\)'$/\1/p" "$SB_OPEN")
   out=$(cd "$home/proj" && env -i PATH=/usr/bin:/bin HOME="$home" XDG_STATE_HOME="$root/s" \
-    "$SB_HELPER" run --spec "$SB_SPEC_OPEN" --dry-run -- -c true 2>"$root/stderr")
+    AGENT_SANDBOX_BWRAP="$bwrap" "$SB_HELPER" run --spec "$SB_SPEC_OPEN" --dry-run -- -c true 2>"$root/stderr")
   code=$?
   err=$(cat "$root/stderr")
   [ "$code" = 0 ] && [[ "$out" == *$'\n'"command: $SB_PROGRAM_OPEN -c true"$'\n'* ]]
@@ -182,6 +190,30 @@ open_network_reaches_the_internet_blocked_does_not() {
   [ "$out" = "open: fake internet / blocked: 000" ]
 }
 
+# Processes other than this script whose command line names this test's directory: what the
+# sandboxes above left running (pasta, bwrap, the command). Pure bash: no helper process of
+# ours matches.
+leftovers() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" != $$ ] || continue
+    cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
+    [[ "$cmd" != *"$root/"* ]] || echo "${p#/proc/} $cmd"
+  done
+}
+
+no_process_outlives_its_sandbox() {
+  local i
+  for i in $(seq 20); do
+    out=$(leftovers)
+    [ -n "$out" ] || return 0
+    sleep 0.1
+  done
+  # Stop them (they are ours), so that a failing run cannot fill the machine.
+  for i in $(printf '%s\n' "$out" | cut -d ' ' -f 1); do kill -9 "$i" 2>/dev/null; done
+  return 1
+}
+
 check isolation runs-and-returns-the-status runs_and_returns_the_status
 check isolation home-holds-only-the-declared-paths home_holds_only_the_declared_paths
 check isolation ssh-key-and-undeclared-files-are-invisible ssh_key_and_undeclared_files_are_invisible
@@ -194,6 +226,7 @@ check isolation path-is-exactly-the-declared-one path_is_exactly_the_declared_on
 check isolation tls-roots-come-from-cacert tls_roots_come_from_cacert
 check isolation store-holds-only-the-closure store_holds_only_the_closure
 check isolation closure-programs-work closure_programs_work
+check isolation store-paths-named-in-env-are-in-the-closure store_paths_named_in_env_are_in_the_closure
 check isolation bash-program-reads-no-rc-files bash_program_reads_no_rc_files
 check isolation helper-accepts-the-spec helper_accepts_the_spec
 check network blocked-network-reaches-nothing blocked_network_reaches_nothing
@@ -209,4 +242,5 @@ if [ -n "${AGENT_SANDBOX_TEST_HOST_SERVICE:-}" ]; then
 elif [ "${SB_GROUP:-network}" = network ]; then
   echo "SKIP nix-build/$label/open-network-does-not-reach-the-hosts-own-address (no host service: run scripts/fake-internet up and export its AGENT_SANDBOX_TEST_HOST_SERVICE)"
 fi
+check any no-process-outlives-its-sandbox no_process_outlives_its_sandbox
 exit $failed

@@ -108,6 +108,18 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 
+# The fake internet (scripts/fake-internet) counts only if it answers from the host right now.
+if [ -n "${AGENT_SANDBOX_TEST_INET:-}" ] &&
+  [ "$(curl -s -m 3 "http://$AGENT_SANDBOX_TEST_INET/")" != "fake internet" ]; then
+  echo "note: AGENT_SANDBOX_TEST_INET=$AGENT_SANDBOX_TEST_INET does not answer \"fake internet\"; ignoring it"
+  AGENT_SANDBOX_TEST_INET=
+fi
+if [ -n "${AGENT_SANDBOX_TEST_HOST_SERVICE:-}" ] &&
+  [ "$(curl -s -m 3 "http://$AGENT_SANDBOX_TEST_HOST_SERVICE/")" != "host service" ]; then
+  echo "note: AGENT_SANDBOX_TEST_HOST_SERVICE=$AGENT_SANDBOX_TEST_HOST_SERVICE does not answer \"host service\"; ignoring it"
+  AGENT_SANDBOX_TEST_HOST_SERVICE=
+fi
+
 # --- behaviour, as root and as an unprivileged user ---------------------------------------------
 secret=agent-sandbox-secret-$RANDOM$RANDOM$RANDOM
 helper=$(sed -n "s/^exec '\([^']*\)' run .*/\1/p" "$open/bin/sb-open")

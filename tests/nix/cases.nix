@@ -353,24 +353,13 @@ in
     ];
   };
 
-  # The closure covers the program, the allowed packages, bash, cacert and the helper (which
-  # runs inside as PID 1); with allowNix, nix too.
+  # The closure is that of the static spec (so everything the policy names: the program, the
+  # PATH entries, store paths in env values) plus the helper, which runs inside as PID 1.
   closureRoots = {
-    args = base // {
-      allowedPackages = [
-        f.git
-        f.curl
-      ];
-      allowNix = true;
-    };
+    args = base;
     roots = [
-      "${f.claude-code}"
-      "${f.git}"
-      "${f.curl.bin}"
-      "${f.bash}"
-      "${f.cacert}"
+      (fakePath "claude-sandbox-static.json")
       "${f.agent-sandbox}"
-      "${f.nix}"
     ];
   };
 
@@ -410,9 +399,10 @@ in
         args+=(--rw-file "$HOME/.claude.json")
         args+=(--ro-dir "$HOME/docs")
         args+=(--ro-file "$HOME/.gitconfig")
-        v="$(cat "$HOME/.secrets/api key")"; [ -z "$v" ] || args+=(--env "API_KEY=$v")
-        v="$CLAUDE_CODE_OAUTH_TOKEN"; [ -z "$v" ] || args+=(--env "CLAUDE_CODE_OAUTH_TOKEN=$v")
-        exec '${helper}' run --spec '${fakePath "claude-sandbox.json"}' "''${args[@]}" -- "$@"
+        envs=()
+        v="$(cat "$HOME/.secrets/api key")"; [ -z "$v" ] || envs+=("API_KEY=$v")
+        v="$CLAUDE_CODE_OAUTH_TOKEN"; [ -z "$v" ] || envs+=("CLAUDE_CODE_OAUTH_TOKEN=$v")
+        exec '${helper}' run --spec '${fakePath "claude-sandbox.json"}' "''${args[@]}" --env-file <(printf '%s\0' "''${envs[@]}") -- "$@"
       '';
     };
 

@@ -58,7 +58,7 @@ def compare_all():
         // (builtins.listToAttrs (map (n: {{ name = "wrapper/" + n; value = wrappers.${{n}}; }}) (builtins.attrNames wrappers)))
         // {{
           "spec/static-json-text" = {{
-            got = (run c.staticJson).specFile.env.staticSpec;
+            got = (run c.staticJson).staticSpec.text;
             want = c.staticJson.json;
           }};
           "spec/closure-roots" = {{
@@ -98,18 +98,27 @@ def errors():
     if status != 0:
         report("errors", False, "cannot list the error cases:\n" + err)
         return
-    for name, message in sorted(json.loads(out).items()):
-        # Nix prints "error: " and indents continuation lines by 7 spaces.
-        want = "error: " + message.replace("\n", "\n       ")
+    for name, want in sorted(json.loads(out).items()):
         status, out, err = nix(
             f'let c = {CASES}; in builtins.deepSeq (c.mkSandbox c.errors."{name}".args) "no error"', json_out=False
         )
-        # Nix's own hint about --show-trace is not part of the message.
-        got = "\n".join(l for l in err.rstrip("\n").split("\n") if not l.startswith("(use '--show-trace'"))
+        got = message_of(err)
         if status != 0 and got == want:
             report("error/" + name, True)
         else:
-            report("error/" + name, False, f"status {status}\nwant:\n{want}\ngot:\n{got}{out}")
+            report("error/" + name, False, f"status {status}\nwant:\n{want}\ngot:\n{got}\nstderr:\n{err}{out}")
+
+
+def message_of(stderr):
+    """The thrown message, as Nix prints it: after the last "error: ", continuation lines indented
+    by 7 spaces. Nix 2.8 starts with it; newer versions print trace frames first."""
+    lines = [l for l in stderr.rstrip("\n").split("\n") if not l.startswith("(use '--show-trace'")]
+    starts = [i for i, l in enumerate(lines) if l.lstrip().startswith("error: ")]
+    if not starts:
+        return stderr
+    first, *rest = lines[starts[-1] :]
+    rest = [l[7:] if l.startswith("       ") else l for l in rest]
+    return "\n".join([first.lstrip()[len("error: ") :]] + rest).rstrip("\n")
 
 
 def main():

@@ -47,6 +47,7 @@ let
       shellDryRun = "${pkgs.bash}/bin/bash -n -O extglob";
     };
     writeClosure = paths: pkg "runtime-deps" // { inherit paths; };
+    writeText = name: text: pkg name // { inherit text; };
     # Like stdenv, passthru attributes are reachable on the result.
     runCommand =
       name: env: script:

@@ -32,6 +32,8 @@ let
       SECRET = "$AGENT_SANDBOX_TEST_SECRET";
       FROM_CMD = "$(cat \"$HOME/.secret-file\")";
       MAYBE = "$AGENT_SANDBOX_TEST_UNSET";
+      # A store path named only here (findutils is not in allowedPackages) is in the closure.
+      EXTRA_TOOL = "${pkgs.findutils}/bin/find";
     };
   };
 in

@@ -345,3 +345,16 @@ fn no_user_namespaces_fails_closed_with_the_fix() {
     );
     assert!(!marker.exists());
 }
+
+/// `--env-file` takes NUL-separated NAME=VALUE entries (what the Nix wrapper passes through a
+/// `<(printf …)` pipe); values keep newlines and `=`.
+#[test]
+fn env_file_entries_arrive_verbatim() {
+    let f = Fixture::new();
+    let file = f.write("envs", "A=x=y\nz\0B=\0\0");
+    let out = ok(f.sh(
+        &["--env-file", file.to_str().unwrap()],
+        "printf '%s|%s|%s' \"$A\" \"${B-unset}\" \"${C-unset}\"",
+    ));
+    assert_eq!(out, "x=y\nz||unset");
+}
