@@ -96,6 +96,10 @@ struct RunArgs {
     /// Print the resolved plan (mounts, environment, network) and start nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Plan for this OS: `macos` with --dry-run shows the Seatbelt profile, its -D parameters
+    /// and the sandbox-exec argv a Mac would run (on any OS). Default: this machine's.
+    #[arg(long, value_name = "OS", value_parser = ["linux", "macos"])]
+    target_os: Option<String>,
     /// The command and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -387,6 +391,21 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let plan = plan::build(&spec, &a.command, &host)?;
     check_session_dir_hidden(&plan, &session_dir)?;
 
+    let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
+    if target == "macos" {
+        if a.dry_run {
+            print!("{}", crate::macos::render_dry_run(&plan));
+            return Ok(0);
+        }
+        if cfg!(target_os = "macos") {
+            return launch_macos(&plan, &base, &name);
+        }
+        bail!("--target-os macos can only be inspected here: add --dry-run");
+    }
+    if target != "linux" || !cfg!(target_os = "linux") {
+        bail!("agent-sandbox cannot launch sandboxes on {target} (Linux and macOS are supported)");
+    }
+
     let bwrap = find_bwrap()?;
     let argv = crate::linux::bwrap::argv(&plan);
     if a.dry_run {
@@ -486,8 +505,60 @@ fn launch(_plan: &Plan, _dir: &Path, _bwrap: &Path, _argv: &[OsString]) -> anyho
     bail!("this build cannot launch sandboxes on this OS yet")
 }
 
+/// macOS: the Seatbelt profile through /usr/bin/sandbox-exec. Compiled on every OS (so it is
+/// type-checked everywhere) and called only on macOS; the darwin checks run it for real.
+fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
+    use crate::macos;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    if plan.guard == LaunchGuard::Confirm {
+        confirm_home_launch(&plan.cwd)?;
+    }
+    session::rotate(base, session::KEEP_SESSIONS - 1);
+    let dir = session::create(base, name)?;
+    if !plan.bridges.is_empty() {
+        session::create(&dir, plan::SESSION_SHARED_DIR)?;
+    }
+    let ttys: Vec<PathBuf> = (0..3)
+        .filter_map(|fd| {
+            nix::unistd::ttyname(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok()
+        })
+        .collect();
+    let sp = macos::plan_seatbelt(plan, &macos::SeatbeltOptions::in_session_dir(&dir, ttys));
+    session::write_file(&dir, "launch.log", macos::render_dry_run(plan).as_bytes())?;
+    macos::prepare(&sp)?;
+    for w in &plan.warnings {
+        eprintln!("agent-sandbox: warning: {w}");
+    }
+    // Filtered mode needs the proxy alive for the whole session; otherwise nothing of ours has
+    // to outlive the exec, and signals then reach sandbox-exec directly.
+    let proxy = match &plan.network {
+        Network::Filtered(rules) => Some(start_proxy(plan, rules, &dir)?),
+        _ => None,
+    };
+    let mut cmd = macos::command(&sp);
+    if proxy.is_none() {
+        let err = cmd.exec();
+        bail!("cannot run /usr/bin/sandbox-exec: {err}");
+    }
+    let status = cmd.status().context("cannot run /usr/bin/sandbox-exec")?;
+    if let Some(p) = proxy {
+        let summary = p.shutdown().render();
+        if !summary.is_empty() {
+            eprint!("{summary}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir.join("home"));
+    let _ = std::fs::remove_dir_all(dir.join("tmp"));
+    Ok(match (status.code(), status.signal()) {
+        // sandbox-exec's own failure to compile or apply the profile: never run unconfined.
+        (Some(65), _) => EXIT_SETUP,
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => EXIT_SETUP,
+    })
+}
+
 /// Start the session's proxy and write the CA files the sandbox trusts.
-#[cfg(target_os = "linux")]
 fn start_proxy(
     plan: &Plan,
     rules: &std::collections::BTreeMap<String, Option<Vec<String>>>,

@@ -358,3 +358,43 @@ fn env_file_entries_arrive_verbatim() {
     ));
     assert_eq!(out, "x=y\nz||unset");
 }
+
+/// `--dry-run --target-os macos` shows what a Mac would run, here on Linux: the Seatbelt
+/// profile, its parameters and the sandbox-exec argv. A hostile declared path only ever
+/// appears as a parameter value, never in the profile text.
+#[test]
+fn dry_run_for_macos_shows_the_profile_and_keeps_paths_out_of_it() {
+    let f = Fixture::new();
+    let hostile = f.home.join("x\")) (allow file-write* (subpath \"/\"))");
+    std::fs::create_dir_all(&hostile).unwrap();
+    let o = run(f.sh(
+        &[
+            "--dry-run",
+            "--target-os",
+            "macos",
+            "--rw",
+            hostile.to_str().unwrap(),
+        ],
+        "true",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("(deny default)"), "{o:?}");
+    assert!(o.stdout.contains("/usr/bin/sandbox-exec"), "{o:?}");
+    let profile_lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('('))
+        .collect();
+    assert!(!profile_lines.is_empty(), "{o:?}");
+    assert!(
+        profile_lines
+            .iter()
+            .all(|l| !l.contains("allow file-write* (subpath \"/\")")),
+        "the hostile path reached the profile text: {o:?}"
+    );
+    assert!(o.stdout.contains("-D"), "{o:?}");
+    // Without --dry-run a macOS plan is refused on Linux, before anything starts.
+    let o = run(f.sh(&["--target-os", "macos"], "true"));
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(o.stderr.contains("add --dry-run"), "{o:?}");
+}
