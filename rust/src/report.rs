@@ -129,7 +129,7 @@ fn network_line(n: &Network) -> String {
 }
 
 /// Shell-style quoting for display only (nothing is ever run through a shell).
-fn quote_all<'a>(items: impl Iterator<Item = &'a std::ffi::OsString>) -> String {
+pub fn quote_all<'a>(items: impl Iterator<Item = &'a std::ffi::OsString>) -> String {
     items
         .map(|a| {
             let s = a.to_string_lossy();
@@ -147,7 +147,7 @@ fn quote_all<'a>(items: impl Iterator<Item = &'a std::ffi::OsString>) -> String 
 }
 
 /// Make newlines and other control characters visible; leave everything else as is.
-fn escape_controls(s: &str) -> String {
+pub fn escape_controls(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_control() {

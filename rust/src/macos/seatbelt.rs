@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::plan::{BridgeTo, INIT_PATH, Mount, Network, Plan, SESSION_MOUNT};
-use crate::report::looks_secret;
+use crate::report::{escape_controls, looks_secret, quote_all};
 
 /// Always by absolute path: a `sandbox-exec` earlier on `PATH` would be trusted with the policy.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -861,37 +861,6 @@ pub fn render_dry_run(plan: &Plan) -> String {
     shown[2] = "<the profile above>".into();
     let _ = writeln!(s, "sandbox-exec argv: {}", quote_all(shown.iter()));
     s
-}
-
-/// Shell-style quoting for display only (nothing is ever run through a shell).
-fn quote_all<'a>(items: impl Iterator<Item = &'a OsString>) -> String {
-    items
-        .map(|a| {
-            let s = a.to_string_lossy();
-            if !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-            {
-                s.into_owned()
-            } else {
-                escape_controls(&format!("'{}'", s.replace('\'', r"'\''")))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Newlines and other control characters made visible.
-fn escape_controls(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
