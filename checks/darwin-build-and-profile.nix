@@ -24,4 +24,8 @@ pkgs.runCommand "darwin-build-and-profile" { } ''
   AGENT_SANDBOX_BWRAP=/nonexistent/bwrap \
     ${agent-sandbox}/bin/agent-sandbox run --spec ${bash.specFile} --dry-run -- -c true > "$out"
   cat "$out"
+  # The self-test `nix run .#darwin-selftest` runs on a Mac outside this build: here it must
+  # parse and list its checks.
+  bash -n ${./darwin-selftest.sh}
+  DARWIN_SELFTEST_DRY=1 bash ${./darwin-selftest.sh} > /dev/null
 ''

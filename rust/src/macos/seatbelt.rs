@@ -495,8 +495,14 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
     if !l.aliases.is_empty() {
         p.push_str(";; Declared symlinks, granted on their real targets. Allows only: never weaker than\n;; the rules below for the same place.\n");
     }
+    // Granted roots under /private/var/folders: the final temp-dir deny must spare them.
+    let mut granted_in_folders: Vec<String> = Vec::new();
+    let in_folders = |p: &Path| p.starts_with("/private/var/folders");
     for (src, _, mode) in &l.aliases {
         let name = params.indexed("TARGET", src);
+        if in_folders(src) {
+            granted_in_folders.push(name.clone());
+        }
         let ops = if *mode == Mode::Rw { OPS_RW } else { OPS_RO };
         rule(&mut p, "allow", ops, &[subpath(&name)]);
     }
@@ -507,7 +513,11 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
     }
     let cwd = canonical(&plan.cwd);
     for (path, mode) in &l.direct {
-        let f = subpath(&params.indexed("PATH", path));
+        let name = params.indexed("PATH", path);
+        if in_folders(path) {
+            granted_in_folders.push(name.clone());
+        }
+        let f = subpath(&name);
         match mode {
             Mode::Rw => {
                 rule(&mut p, "allow", OPS_RW, std::slice::from_ref(&f));
@@ -595,6 +605,12 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
     p.push_str(";; Other sessions' and other programs' temporary directories.\n");
     let mut folders = vec!["(subpath \"/private/var/folders\")".to_string()];
     folders.extend(own.iter().cloned());
+    // A project or declared path inside the user's temp dir stays usable, as on Linux.
+    folders.extend(
+        granted_in_folders
+            .iter()
+            .map(|n| format!("(require-not {})", subpath(n))),
+    );
     let _ = writeln!(
         p,
         "(deny file-read-data file-write*\n  (require-all\n    {}))",
@@ -1927,6 +1943,22 @@ mod tests {
         assert_eq!(sp.cwd, PathBuf::from("/private/var/folders/ab/proj"));
         assert_eq!(sp.env["TMPDIR"], "/private/tmp/s");
         assert_eq!(sp.env["HOME"], "/private/var/folders/ab/T/s/home");
+        // A project inside the user's temp dir is spared by the final temp-dir deny (the last
+        // matching rule wins, so without this it would be unusable).
+        let project = params(&sp)
+            .into_iter()
+            .find(|(_, v)| *v == "/private/var/folders/ab/proj")
+            .map(|(n, _)| n.to_string())
+            .expect("the project is a parameter");
+        let deny = sp
+            .profile
+            .split(";; Other sessions' and other programs' temporary directories.\n")
+            .nth(1)
+            .unwrap();
+        assert!(
+            deny.contains(&format!("(require-not (subpath (param \"{project}\")))")),
+            "{deny}"
+        );
     }
 
     #[test]
