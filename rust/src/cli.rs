@@ -560,7 +560,7 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
         eprintln!("agent-sandbox: warning: {w}");
     }
 
-    // Terminal signals (Ctrl-C, Ctrl-\\) reach the command directly (same process group), so
+    // Terminal signals (Ctrl-C, Ctrl-\) reach the command directly (same process group), so
     // the launcher ignores them; signals sent to the launcher itself are passed on.
     let forwarded = SigSet::from_iter([
         Signal::SIGTERM,
