@@ -38,7 +38,8 @@
   `allowNix` (default `false`)
   : let the agent run `nix build/run/develop` through the host's daemon: adds `nix` to
     `PATH` and `NIX_CONFIG = "experimental-features = nix-command flakes"` (override it in
-    `env`); the helper exposes the store and the daemon (upcoming: it refuses for now)
+    `env`); the helper exposes the store read-only and the daemon socket, and asks you to
+    confirm on the terminal when you are a trusted user of the daemon
 
   `allowedDomains` (default `null`)
   : `null`: open network (without the host's own addresses); `[ ]`: no network; a list of

@@ -1,8 +1,8 @@
 # Claude Code that may use Nix (`allowNix`): `nix build`, `nix develop` and `nix run` through
 # the host's daemon, the store read-only. For projects whose agent must build with Nix.
 #   nix-shell /path/to/agent-sandbox/shells/claude-nix
-# Upcoming: the helper refuses allowNix until its support lands. The daemon's own downloads
-# do not go through allowedDomains. Your nix.conf is read-only inside (roFiles).
+# If you are a trusted user of the daemon you are asked to confirm (the agent could make the
+# daemon run code as root). The daemon's own downloads do not go through allowedDomains. Your nix.conf is read-only inside (roFiles).
 {
   pkgs ? import <nixpkgs> { config.allowUnfree = true; },
   sandbox ? import ../.. { inherit pkgs; },

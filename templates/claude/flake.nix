@@ -59,8 +59,8 @@
               ANTHROPIC_API_KEY = "$ANTHROPIC_API_KEY";
             };
             # Only Anthropic's API and login, subdomains included. Add what your projects
-            # fetch, e.g. "registry.npmjs.org". Filtering needs the helper's proxy: a helper
-            # without it refuses to start, so use `allowedDomains = null;` (open network) meanwhile.
+            # fetch, e.g. "registry.npmjs.org". Blocked requests are listed when the
+            # agent exits, with the entries that would allow them.
             allowedDomains = [
               "anthropic.com"
               "claude.ai"

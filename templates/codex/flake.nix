@@ -51,8 +51,8 @@
               OPENAI_API_KEY = "$OPENAI_API_KEY";
             };
             # Only OpenAI's API and ChatGPT login, subdomains included. Add what your projects
-            # fetch, e.g. "registry.npmjs.org". Filtering needs the helper's proxy: a helper
-            # without it refuses to start, so use `allowedDomains = null;` (open network) meanwhile.
+            # fetch, e.g. "registry.npmjs.org". Blocked requests are listed when the
+            # agent exits, with the entries that would allow them.
             allowedDomains = [
               "openai.com"
               "chatgpt.com"

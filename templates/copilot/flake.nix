@@ -57,8 +57,8 @@
               GITHUB_TOKEN = "$GITHUB_TOKEN";
             };
             # Only GitHub and the Copilot API, subdomains included. Add what your projects
-            # fetch, e.g. "registry.npmjs.org". Filtering needs the helper's proxy: a helper
-            # without it refuses to start, so use `allowedDomains = null;` (open network) meanwhile.
+            # fetch, e.g. "registry.npmjs.org". Blocked requests are listed when the
+            # agent exits, with the entries that would allow them.
             allowedDomains = [
               "github.com"
               "githubcopilot.com"

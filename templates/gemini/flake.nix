@@ -52,8 +52,8 @@
               GOOGLE_API_KEY = "$GOOGLE_API_KEY";
             };
             # Only Google's APIs and login, subdomains included. Add what your projects
-            # fetch, e.g. "registry.npmjs.org". Filtering needs the helper's proxy: a helper
-            # without it refuses to start, so use `allowedDomains = null;` (open network) meanwhile.
+            # fetch, e.g. "registry.npmjs.org". Blocked requests are listed when the
+            # agent exits, with the entries that would allow them.
             allowedDomains = [
               "googleapis.com"
               "accounts.google.com"
