@@ -111,6 +111,11 @@ pub fn main() -> i32 {
     if args.get(1).is_some_and(|a| a == "__init") {
         let mut rest = &args[2..];
         let mut bridges = Vec::new();
+        if rest.first().is_some_and(|a| a == "--own-pgrp") {
+            #[cfg(target_os = "linux")]
+            crate::linux::init::set_own_process_group(true);
+            rest = &rest[1..];
+        }
         while let [flag, value, tail @ ..] = rest {
             if flag != "--bridge" {
                 break;
@@ -373,6 +378,14 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| "sandbox".into())
         .replace(|c: char| c == '/' || c.is_control(), "_");
     let base = session::base_dir(std::env::var("XDG_STATE_HOME").ok().as_deref(), &home);
+    // Canonical, so a symlinked state dir cannot smuggle the session files into a writable
+    // bind unnoticed (check_session_dir_hidden compares real paths).
+    let base = if a.dry_run {
+        // --dry-run creates nothing; the longest existing part is resolved instead.
+        session::canonical_lenient(&base)
+    } else {
+        session::create_base(&base)?
+    };
     let name = session::session_name(std::time::SystemTime::now(), std::process::id(), &out_hint);
     let session_dir = base.join(&name);
 
@@ -407,6 +420,8 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
 
     let bwrap = find_bwrap()?;
+    let mut plan = plan;
+    plan.own_process_group = !foreground_of_a_terminal();
     let argv = crate::linux::bwrap::argv(&plan);
     if a.dry_run {
         print!("{}", report::render(&plan, &bwrap.to_string_lossy(), &argv));
@@ -699,11 +714,20 @@ fn start_host_bridges(
     Ok(())
 }
 
+/// Whether we are the foreground job of our controlling terminal (an interactive launch).
+fn foreground_of_a_terminal() -> bool {
+    use std::os::fd::AsFd;
+    let Ok(tty) = std::fs::File::open("/dev/tty") else {
+        return false;
+    };
+    nix::unistd::tcgetpgrp(tty.as_fd()).is_ok_and(|pg| pg == nix::unistd::getpgrp())
+}
+
 /// The session dir holds the launch log and identity files: the agent must not write there.
 fn check_session_dir_hidden(plan: &Plan, session_dir: &Path) -> anyhow::Result<()> {
     for m in &plan.mounts {
-        if let plan::Mount::Bind { src, .. } = m {
-            if session_dir.starts_with(src) {
+        if let plan::Mount::Bind { src, dest } = m {
+            if session_dir.starts_with(src) || session_dir.starts_with(dest) {
                 // Fail closed: the agent could rewrite the identity files of the next session.
                 bail!(
                     "the session directory {} would lie inside the read-write path {}. Fix: set XDG_STATE_HOME to a directory outside every read-write path",

@@ -142,6 +142,9 @@ pub struct Plan {
     pub dns_forward: Option<String>,
     /// Loopback bridges the init sets up inside (proxy first, then local ports).
     pub bridges: Vec<Bridge>,
+    /// Run the command in a process group of its own (decided at launch: whenever the launcher
+    /// is not the foreground job of a terminal; see `linux::init::set_own_process_group`).
+    pub own_process_group: bool,
     /// Extra CA files the proxy trusts upstream (canonical, checked to exist).
     pub upstream_ca_files: Vec<PathBuf>,
     /// The CA bundle the sandbox would trust without the proxy; in filtered mode the proxy's
@@ -619,6 +622,17 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     mounts.push(Mount::Proc {
         dest: "/proc".into(),
     });
+    // Fail closed on kernel settings: bwrap 0.8 means to remount /proc/sys read-only but skips
+    // it (its write probe on the directory always fails), and launched by root the sandbox
+    // user passes /proc/sys's uid check, so core_pattern & co. would be writable: host root.
+    for p in ["/proc/sys", "/proc/sysrq-trigger"] {
+        if Path::new(p).exists() {
+            mounts.push(Mount::RoBind {
+                src: p.into(),
+                dest: p.into(),
+            });
+        }
+    }
     mounts.push(Mount::Dev {
         dest: "/dev".into(),
     });
@@ -856,6 +870,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         allowed_local_ports,
         dns_forward,
         bridges,
+        own_process_group: false,
         upstream_ca_files,
         ca_bundle_source,
         guard,

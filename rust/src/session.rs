@@ -69,6 +69,31 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// Create the base directory (mode 0700) if needed and return its canonical path.
+pub fn create_base(base: &Path) -> Result<PathBuf> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(base)
+        .and_then(|_| fs::canonicalize(base))
+        .map_err(|source| SessionError::Create {
+            path: base.to_path_buf(),
+            parent: base.parent().unwrap_or(Path::new("/")).to_path_buf(),
+            source,
+        })
+}
+
+/// `path` with its longest existing prefix canonicalised (the rest appended as given).
+pub fn canonical_lenient(path: &Path) -> PathBuf {
+    for ancestor in path.ancestors() {
+        if let Ok(real) = fs::canonicalize(ancestor) {
+            let rest = path.strip_prefix(ancestor).unwrap_or(Path::new(""));
+            return real.join(rest);
+        }
+    }
+    path.to_path_buf()
+}
+
 /// Create `base/name` with mode 0700 (parents 0700 too).
 pub fn create(base: &Path, name: &str) -> Result<PathBuf> {
     let dir = base.join(name);

@@ -134,16 +134,16 @@ impl Ctx {
             }
             let status = String::from_utf8_lossy(&head);
             if !status.starts_with("HTTP/1.1 200") && !status.starts_with("HTTP/1.0 200") {
-                return Err(format!(
-                    "CONNECT refused: {}",
-                    status.lines().next().unwrap_or("")
-                )
-                .into());
+                return Err(
+                    format!("CONNECT refused: {}", status.lines().next().unwrap_or("")).into(),
+                );
             }
         }
         let config = if h2 { &self.tls_h2 } else { &self.tls_h1 };
         let name = ServerName::IpAddress(self.target.ip().into());
-        let tls = TlsConnector::from(config.clone()).connect(name, tcp).await?;
+        let tls = TlsConnector::from(config.clone())
+            .connect(name, tcp)
+            .await?;
         let io = TokioIo::new(tls);
         if h2 {
             let (send, conn) =
@@ -188,11 +188,9 @@ impl Sender {
         if !resp.status().is_success() {
             let status = resp.status();
             let body = resp.into_body().collect().await?.to_bytes();
-            return Err(format!(
-                "status {status}: {}",
-                String::from_utf8_lossy(&body).trim()
-            )
-            .into());
+            return Err(
+                format!("status {status}: {}", String::from_utf8_lossy(&body).trim()).into(),
+            );
         }
         let mut body = resp.into_body();
         let mut n = 0u64;
@@ -232,14 +230,19 @@ async fn download(ctx: &Ctx, bytes: u64, reps: u32) -> Result<String> {
     let mut rates = Vec::new();
     for _ in 0..reps {
         let start = Instant::now();
-        let got = sender.get(ctx.request(false, &format!("/bytes/{bytes}"))).await?;
+        let got = sender
+            .get(ctx.request(false, &format!("/bytes/{bytes}")))
+            .await?;
         let secs = start.elapsed().as_secs_f64();
         if got != bytes {
             return Err(format!("download got {got} of {bytes} bytes").into());
         }
         rates.push(format!("{:.1}", bytes as f64 / secs / (1024.0 * 1024.0)));
     }
-    Ok(format!("\"bytes\":{bytes},\"mib_per_s\":[{}]", rates.join(",")))
+    Ok(format!(
+        "\"bytes\":{bytes},\"mib_per_s\":[{}]",
+        rates.join(",")
+    ))
 }
 
 async fn latency(ctx: Arc<Ctx>, h2: bool, clients: usize, secs: f64) -> Result<String> {
@@ -367,7 +370,9 @@ async fn hold(ctx: &Ctx, conns: usize, lines: &mut Lines, interactive: bool) -> 
 type Lines = tokio::io::Lines<BufReader<tokio::io::Stdin>>;
 
 pub fn main(o: Options) -> Result<u8> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let ctx = Arc::new(Ctx {
             target: o.target,

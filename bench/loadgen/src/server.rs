@@ -53,11 +53,17 @@ impl Body for Generated {
 
 type BoxBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-async fn handle(chunk: Bytes, req: Request<Incoming>) -> std::result::Result<Response<BoxBody>, Infallible> {
+async fn handle(
+    chunk: Bytes,
+    req: Request<Incoming>,
+) -> std::result::Result<Response<BoxBody>, Infallible> {
     let path = req.uri().path();
     let response = if path == "/small" {
         Response::new(Full::new(Bytes::from_static(SMALL_BODY)).boxed())
-    } else if let Some(n) = path.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
+    } else if let Some(n) = path
+        .strip_prefix("/bytes/")
+        .and_then(|n| n.parse::<u64>().ok())
+    {
         Response::new(Generated { chunk, left: n }.boxed())
     } else {
         let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")).boxed());
@@ -69,7 +75,9 @@ async fn handle(chunk: Bytes, req: Request<Incoming>) -> std::result::Result<Res
 
 pub fn main(cert: &str, key: &str, port_file: &str, port: u16) -> Result<u8> {
     let config = crate::tls::server_config(cert, key)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let port = listener.local_addr()?.port();

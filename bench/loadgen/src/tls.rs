@@ -32,7 +32,10 @@ pub fn write_certs(dir: &Path) -> Result<u8> {
     dn.push(DnType::CommonName, "agent-sandbox bench CA");
     ca.distinguished_name = dn;
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     ca.not_before = not_before.into();
     ca.not_after = not_after.into();
     let ca_pem = ca.self_signed(&ca_key)?.pem();

@@ -64,6 +64,9 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
     a.push("--".into());
     a.push(INIT_PATH.into());
     a.push("__init".into());
+    if plan.own_process_group {
+        a.push("--own-pgrp".into());
+    }
     for b in &plan.bridges {
         a.push("--bridge".into());
         a.push(format!("{}={}", b.inside_port, b.inside_socket().display()).into());
@@ -119,6 +122,7 @@ mod tests {
             allowed_local_ports: Some(vec![]),
             dns_forward: None,
             bridges: vec![],
+            own_process_group: false,
             upstream_ca_files: vec![],
             ca_bundle_source: None,
             guard: LaunchGuard::Ok,

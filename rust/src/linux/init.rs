@@ -194,9 +194,24 @@ fn reap(command: Pid) -> Option<i32> {
     }
 }
 
+/// Whether the command gets a process group of its own (set by `__init --own-pgrp`).
+static OWN_PROCESS_GROUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Put the command in a process group of its own. The launcher asks for it whenever it is not
+/// the foreground job of a terminal: the sandbox otherwise shares the launcher's group, and
+/// `kill(0, …)` from inside would reach the host processes in it (the calling script, the
+/// other commands of a pipeline). In the foreground of a terminal the command stays in that
+/// group so job control (Ctrl-C, Ctrl-Z) keeps working.
+pub fn set_own_process_group(yes: bool) {
+    OWN_PROCESS_GROUP.store(yes, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn spawn(program: &OsString, args: &[OsString], announced: SigSet) -> Result<std::process::Child> {
     let mut command = Command::new(program);
     command.args(args);
+    if OWN_PROCESS_GROUP.load(std::sync::atomic::Ordering::Relaxed) {
+        command.process_group(0);
+    }
     // std passes our signal mask on to the child (verified; it no longer resets it), and with
     // our forwarded signals blocked the command could not be interrupted at all. Our no-op
     // handlers go first, or a Ctrl-C landing between here and exec would be swallowed.

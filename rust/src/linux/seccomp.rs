@@ -52,8 +52,19 @@ fn ioctl_syscalls() -> Vec<i64> {
     numbers
 }
 
+/// `keyctl`, `add_key`, `request_key`, and their x32 entry points on x86_64.
+fn keyring_syscalls() -> Vec<i64> {
+    #[allow(unused_mut)]
+    let mut numbers = vec![libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key];
+    #[cfg(target_arch = "x86_64")]
+    numbers.extend(
+        [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key].map(|n| X32_SYSCALL_BIT | n),
+    );
+    numbers
+}
+
 /// Compiles the filter for the architecture this binary was built for: every syscall is allowed,
-/// except `ioctl(_, TIOCSTI | TIOCLINUX, …)`, which fails with `EPERM`.
+/// except `ioctl(_, TIOCSTI | TIOCLINUX, …)` and the keyring calls, which fail with `EPERM`.
 ///
 /// The request is compared as 32 bits (`Dword`) because the kernel truncates it to an
 /// `unsigned int`: a request of `0xffff_ffff_0000_5412` is still `TIOCSTI` to the tty layer, and a
@@ -73,6 +84,12 @@ pub fn tty_injection_filter() -> Result<BpfProgram> {
     let mut rules = BTreeMap::new();
     for nr in ioctl_syscalls() {
         rules.insert(nr, vec![request_is(TIOCSTI)?, request_is(TIOCLINUX)?]);
+    }
+    // The kernel keyrings are not namespaced: the user's session keyring (Kerberos tickets,
+    // ecryptfs and PAM-stored tokens) would be readable and writable from inside. An empty
+    // rule list matches every call.
+    for nr in keyring_syscalls() {
+        rules.insert(nr, vec![]);
     }
     let filter = SeccompFilter::new(
         rules,

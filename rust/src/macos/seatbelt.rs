@@ -999,6 +999,7 @@ mod tests {
             allowed_local_ports: Some(vec![]),
             dns_forward: None,
             bridges,
+            own_process_group: false,
             upstream_ca_files: vec![],
             ca_bundle_source: None,
             guard: LaunchGuard::Ok,

@@ -188,3 +188,40 @@ r = l.unshare(0x10000000); print(r, ctypes.get_errno())'",
     assert_eq!(r, "-1", "unshare(CLONE_NEWUSER) succeeded: {o:?}");
     assert_ne!(errno, "0", "{o:?}");
 }
+
+/// Regression (review): bwrap 0.8 leaves /proc/sys writable, and a root-launched sandbox passes
+/// its uid check, so writing core_pattern gave host root code execution.
+#[test]
+fn kernel_settings_are_read_only() {
+    let f = Fixture::new();
+    let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+    let o = run(f.sh(
+        &["--no-network"],
+        "(echo core.agent-sandbox-test > /proc/sys/kernel/core_pattern) 2>&1; \
+         (echo 1 > /proc/sysrq-trigger) 2>&1; echo done",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stdout.contains("Read-only file system"), "{o:?}");
+    assert!(o.stdout.ends_with("done\n"), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+        before,
+        "the host's core_pattern changed"
+    );
+}
+
+/// Regression (review): the kernel keyrings are not namespaced, so the user's session keyring
+/// (Kerberos tickets, PAM-stored tokens) was readable and writable from inside.
+#[test]
+fn kernel_keyrings_are_out_of_reach() {
+    let f = Fixture::new();
+    let probe = "import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {'x86_64': (250, 248), 'aarch64': (219, 217)}[os.uname().machine]
+# keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0) and add_key(user, …, session)
+r1 = libc.syscall(nr[0], 0, -3, 0); e1 = ctypes.get_errno()
+r2 = libc.syscall(nr[1], b'user', b'agent-sandbox-test', b'x', 1, -3); e2 = ctypes.get_errno()
+print(r1, e1, r2, e2)";
+    let out = ok(f.sh(&["--no-network"], &format!("python3 -c \"{probe}\"")));
+    assert_eq!(out, "-1 1 -1 1\n", "keyctl/add_key must fail with EPERM");
+}

@@ -126,3 +126,24 @@ fn nothing_is_created_in_the_host_tmp() {
     let in_tmpdir: Vec<_> = std::fs::read_dir(&own_tmp).unwrap().collect();
     assert!(in_tmpdir.is_empty(), "created in $TMPDIR: {in_tmpdir:?}");
 }
+
+/// Regression (review): a state dir reached through a symlink into the project slipped past the
+/// check that keeps the session files out of every writable bind, and the agent could rewrite
+/// the identity files bound into its own (and the next) session.
+#[test]
+fn a_symlinked_state_dir_inside_the_project_is_refused() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.proj.join("statedir")).unwrap();
+    let link = f.home.join("st");
+    std::os::unix::fs::symlink(f.proj.join("statedir"), &link).unwrap();
+    let marker = f.proj.join("ran");
+    let mut c = f.sh(&["--no-network"], &format!("touch {}", marker.display()));
+    c.env("XDG_STATE_HOME", &link);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(
+        o.stderr.contains("would lie inside the read-write path"),
+        "{o:?}"
+    );
+    assert!(!marker.exists());
+}

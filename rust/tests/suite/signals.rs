@@ -331,3 +331,28 @@ fn background_child_does_not_outlive_the_command() {
         processes_with(&marker)
     );
 }
+
+/// Regression (review): the sandbox shared the launcher's process group, so `kill 0` inside
+/// killed the calling script on the host (and everything else in its group). Launched
+/// without a terminal, the command now has a process group of its own.
+#[test]
+fn kill_zero_inside_does_not_reach_the_calling_script() {
+    let f = Fixture::new();
+    let script = f.write(
+        "caller.sh",
+        &format!(
+            "sleep 30 & sib=$!\n'{}' run --no-network -- sh -c 'kill -TERM 0'\necho still-alive\nkill $sib 2>/dev/null && echo sibling-alive\n",
+            bin().display()
+        ),
+    );
+    let mut c = std::process::Command::new("setsid");
+    c.args(["--wait", "sh", script.to_str().unwrap()])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &f.home)
+        .env("XDG_STATE_HOME", &f.state)
+        .current_dir(&f.proj)
+        .stdin(std::process::Stdio::null());
+    let o = run(c);
+    assert_eq!(o.stdout, "still-alive\nsibling-alive\n", "{o:?}");
+}
