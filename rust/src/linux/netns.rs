@@ -16,6 +16,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use nix::sched::{CloneFlags, setns, unshare};
 
@@ -153,8 +154,10 @@ pub fn pasta_args(
 /// The holder: a live process owning the sandbox's user and network namespaces.
 pub struct Holder {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Shared with the address watcher; taken (closed) on drop, which ends the holder.
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
     pasta: Option<OwnedFd>,
+    watcher: Option<Child>,
 }
 
 /// A pidfd for `pid`, if it is still the pasta serving the namespace of `holder_pid` (its
@@ -200,8 +203,14 @@ impl Drop for Holder {
         if let Some(fd) = &self.pasta {
             pidfd_kill(fd);
         }
+        if let Some(w) = self.watcher.as_mut() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
         // Closing its stdin ends the holder; the namespace dies with its last process.
-        drop(self.stdin.take());
+        if let Ok(mut stdin) = self.stdin.lock() {
+            drop(stdin.take());
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -234,8 +243,9 @@ pub fn setup(helper_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) -
     let stdin = child.stdin.take();
     let mut holder = Holder {
         child,
-        stdin,
+        stdin: Arc::new(Mutex::new(stdin)),
         pasta: None,
+        watcher: None,
     };
     let stdout = holder.child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
@@ -294,11 +304,49 @@ pub fn setup(helper_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) -
             pid_file.display()
         )));
     };
-    if let Some(stdin) = holder.stdin.as_mut() {
+    // Watch for addresses the host gains during the session, from before the snapshot is
+    // applied, so none slips between the two. Fail closed if we cannot watch.
+    let mut watcher = Command::new(&ip)
+        .args(["-o", "monitor", "address"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| NetnsError::Routes(format!("cannot watch the host's addresses: {e}")))?;
+    let events = watcher.stdout.take().expect("piped");
+    holder.watcher = Some(watcher);
+    let sink = Arc::downgrade(&holder.stdin);
+    std::thread::spawn(move || {
+        for line in BufReader::new(events).lines() {
+            let Ok(line) = line else { break };
+            let Some(addr) = new_address(&line) else {
+                continue;
+            };
+            let Some(sink) = sink.upgrade() else { break };
+            let Ok(mut guard) = sink.lock() else { break };
+            let Some(stdin) = guard.as_mut() else { break };
+            if writeln!(stdin, "block {addr}").is_err() {
+                break;
+            }
+        }
+    });
+    if let Some(stdin) = holder.stdin.lock().ok().as_mut().and_then(|g| g.as_mut()) {
         writeln!(stdin, "{GO} {pasta_pid}").map_err(|e| NetnsError::Routes(e.to_string()))?;
     }
     expect(OK, NetnsError::Routes, &mut holder)?;
     Ok(holder)
+}
+
+/// The address an `ip -o monitor address` line announces, if it is a new, non-loopback one.
+/// Pure.
+pub fn new_address(line: &str) -> Option<IpAddr> {
+    if line.starts_with("Deleted") {
+        return None;
+    }
+    let mut words = line.split_whitespace();
+    words.find(|w| *w == "inet" || *w == "inet6")?;
+    let addr: IpAddr = words.next()?.split('/').next()?.parse().ok()?;
+    (!addr.is_loopback()).then_some(addr)
 }
 
 /// The argv prefix that runs a program inside the holder's namespaces.
@@ -341,19 +389,30 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     let _ = out.flush();
     let stdin = std::io::stdin();
     let mut line = String::new();
-    if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 {
-        return 1;
-    }
-    let pasta = match line.trim().split_once(' ') {
-        Some((GO, pid)) => pid
-            .parse::<i32>()
-            .ok()
-            .and_then(|p| pasta_pidfd(p, std::process::id())),
-        _ => return 1,
+    // Addresses the watcher reports before "go" are blocked together with the snapshot.
+    let mut early: Vec<IpAddr> = Vec::new();
+    let pasta = loop {
+        line.clear();
+        if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 {
+            return 1;
+        }
+        match line.trim().split_once(' ') {
+            Some((GO, pid)) => {
+                break pid
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(|p| pasta_pidfd(p, std::process::id()));
+            }
+            Some(("block", a)) => early.extend(a.parse::<IpAddr>().ok()),
+            _ => return 1,
+        }
     };
     let addrs: Vec<IpAddr> = addrs
         .iter()
         .filter_map(|a| a.to_str().and_then(|s| s.parse().ok()))
+        .chain(early)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
         .collect();
     for args in route_commands(&addrs) {
         let r = Command::new(ip)
@@ -383,8 +442,24 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     let _ = out.flush();
     // Hold the namespace until the launcher closes our stdin (or dies), then make sure pasta
     // goes too: the launcher may have been killed before it could stop it.
+    // Meanwhile the launcher reports addresses the host gains (`block ADDR`): cut them off too.
     let mut rest = String::new();
     while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
+        if let Some(addr) = rest
+            .trim()
+            .strip_prefix("block ")
+            .and_then(|a| a.parse().ok())
+        {
+            for args in route_commands(&[addr]) {
+                // "File exists" for an address already blocked is fine.
+                let _ = Command::new(ip)
+                    .args(&args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
         rest.clear();
     }
     if let Some(fd) = &pasta {
@@ -488,6 +563,26 @@ mod tests {
                 vec!["-6", "route", "add", "unreachable", "fd00::2/128"],
             ]
         );
+    }
+
+    #[test]
+    fn monitor_lines_announce_new_addresses() {
+        assert_eq!(
+            new_address(
+                "2: eth0    inet 203.0.113.77/32 scope global eth0\\       valid_lft forever"
+            ),
+            Some("203.0.113.77".parse().unwrap())
+        );
+        assert_eq!(
+            new_address("3: wlan0    inet6 2001:db8::5/64 scope global dynamic"),
+            Some("2001:db8::5".parse().unwrap())
+        );
+        assert_eq!(
+            new_address("Deleted 2: eth0    inet 203.0.113.77/32 scope global"),
+            None
+        );
+        assert_eq!(new_address("1: lo    inet 127.0.0.2/8 scope host lo"), None);
+        assert_eq!(new_address("garbage"), None);
     }
 
     #[test]

@@ -423,3 +423,48 @@ fn bridges_work_with_a_very_long_state_dir() {
     c.env("XDG_STATE_HOME", &deep);
     assert_eq!(ok(c).trim(), "host-secret code=200");
 }
+
+/// Regression (review): open mode blocked only the host addresses present at launch; one the
+/// host gained during the session (VPN, DHCP, IPv6 privacy address) reached host services.
+/// Root only: the test adds an address to the fake internet's host-side interface.
+#[test]
+fn open_mode_blocks_host_addresses_that_appear_later() {
+    let Some((_, host_service)) = fake_internet() else {
+        return;
+    };
+    if !is_root() {
+        eprintln!("SKIPPED: adding a host address needs root");
+        return;
+    }
+    let port = host_service.split(':').nth(1).unwrap().to_string();
+    let f = Fixture::new();
+    let addr = "198.51.100.5";
+    let go = f.proj.join("go");
+    let mut child = f
+        .sh(
+            &[],
+            &format!(
+                "while [ ! -e go ]; do sleep 0.05; done; sleep 0.5; {}",
+                curl(&format!("http://{addr}:{port}/"))
+            ),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let added = std::process::Command::new("ip")
+        .args(["addr", "add", &format!("{addr}/32"), "dev", "asb-host"])
+        .status()
+        .unwrap();
+    assert!(added.success());
+    std::fs::write(&go, "").unwrap();
+    let o = child.wait_with_output();
+    let _ = std::process::Command::new("ip")
+        .args(["addr", "del", &format!("{addr}/32"), "dev", "asb-host"])
+        .status();
+    let out = String::from_utf8_lossy(&o.unwrap().stdout).into_owned();
+    assert!(
+        out.ends_with("code=000\n"),
+        "a host address added during the session was reachable: {out}"
+    );
+}
