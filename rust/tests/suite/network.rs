@@ -440,7 +440,7 @@ fn open_mode_blocks_host_addresses_that_appear_later() {
     let f = Fixture::new();
     let addr = "198.51.100.5";
     let go = f.proj.join("go");
-    let mut child = f
+    let child = f
         .sh(
             &[],
             &format!(
