@@ -386,9 +386,10 @@ def startup(ctx):
         if slow:
             times.update(hyperfine(ctx, slow, rounds=1, warmup=0, runs=1))
     else:
-        times.update(hyperfine(ctx, fast, rounds=3, warmup=3, runs=10))
+        # Many short rounds in alternating order: a burst of other load hits every row alike.
+        times.update(hyperfine(ctx, fast, rounds=8, warmup=1, runs=4))
         if slow:
-            times.update(hyperfine(ctx, slow, rounds=2, warmup=1, runs=3))
+            times.update(hyperfine(ctx, slow, rounds=3, warmup=0, runs=2))
     stats = {}
     for name, ts in times.items():
         if ts:
@@ -705,7 +706,7 @@ def report(m, st, px, quick):
     L = []
     w = L.append
     w(f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory']} RAM, Linux {m['kernel']}, run as {m['user']}; "
-      f"{m['bwrap']}, {m['pasta']}, {m['hyperfine']}; build: {m['build']}; load average at start {m['load']:.2f}.")
+      f"{m['bwrap']}, {m['pasta']}, {m['hyperfine']}; build: {m['build']}; load average {m['load']:.2f} at start, {m.get('load_end', float('nan')):.2f} at the end.")
     w("")
     s = st["stats"] if st else {}
 
@@ -755,7 +756,8 @@ def report(m, st, px, quick):
               + ", ".join(f"`{n}`" for n in st["wrapped"]) + " — one extra exec, about 1 ms.")
             w("")
         runs = sorted({x["runs"] for x in s.values()})
-        w(f"Runs per row: {', '.join(map(str, runs))} (fast rows 3 interleaved hyperfine rounds, slow rows 2).")
+        w(f"Runs per row: {', '.join(map(str, runs))} (hyperfine calls of all rows in alternating order: "
+          f"{'1' if quick else '8'} for rows under 0.4 s, {'1' if quick else '3'} for slower ones; pooled).")
         w("")
         w("**Scaling** (filesystem only; each next to bare bwrap with the same mounts)")
         w("")
@@ -947,6 +949,10 @@ def main():
                 KNOWN.extend(tuple(x) for x in data["known"])
             except (OSError, ValueError, KeyError):
                 fail("proxy", f"the proxy part produced no results (exit {r.returncode}); unprivileged user namespaces needed")
+        try:
+            m["load_end"] = os.getloadavg()[0]
+        except OSError:
+            m["load_end"] = float("nan")
         text = report(m, st, px, args.quick)
         print(text)
         if args.markdown:
