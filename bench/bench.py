@@ -31,11 +31,11 @@ import time
 # these too.
 KNOWN_LIMITS = {
     "closure-5000": (
-        "Exceeded maximum number of arguments",
+        "Exceeded maximum number of arguments|more than bubblewrap accepts",
         "bwrap accepts at most 9000 arguments (each bind mount takes 3)",
     ),
     "bare:closure-5000": (
-        "Exceeded maximum number of arguments",
+        "Exceeded maximum number of arguments|more than bubblewrap accepts",
         "bwrap accepts at most 9000 arguments (each bind mount takes 3)",
     ),
 }
@@ -54,7 +54,7 @@ def log(msg):
 def fail(name, message):
     message = message.strip()
     limit = KNOWN_LIMITS.get(name)
-    if limit and limit[0] in message:
+    if limit and any(m in message for m in limit[0].split("|")):
         KNOWN.append((name, limit[1]))
         log(f"{name}: fails as known: {limit[1]}")
         return

@@ -12,6 +12,9 @@ use crate::plan::{self, HostContext, LaunchGuard, Network, Plan};
 use crate::spec::{AllowedDomains, MethodRule, Spec};
 use crate::{report, session};
 
+/// bubblewrap's own limit on its argument count (MAX_ARGS in bubblewrap.c).
+const BWRAP_MAX_ARGS: usize = 9000;
+
 /// Exit status when the sandbox could not be started.
 pub const EXIT_SETUP: i32 = 125;
 
@@ -423,6 +426,15 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let mut plan = plan;
     plan.own_process_group = !foreground_of_a_terminal();
     let argv = crate::linux::bwrap::argv(&plan);
+    // bubblewrap refuses more than 9000 arguments with a message that reads like a namespace
+    // problem; say what it really is. (It also slows down with the square of the mounts.)
+    if argv.len() > BWRAP_MAX_ARGS {
+        bail!(
+            "the sandbox needs {} bubblewrap arguments ({} mounts), more than bubblewrap accepts ({BWRAP_MAX_ARGS}). Fix: expose fewer paths (a closure of more than ~2,900 store paths is too large; with Nix, allowNix exposes the whole store in one mount)",
+            argv.len(),
+            plan.mounts.len()
+        );
+    }
     if a.dry_run {
         print!("{}", report::render(&plan, &bwrap.to_string_lossy(), &argv));
         return Ok(0);
