@@ -85,6 +85,7 @@ fn only_the_sandbox_processes_are_visible() {
     let host_pid = host_sleep.id();
     let script = format!(
         "s=28.17; sleep ${{s}}17 & \
+         while ! grep -qs 28.1717 /proc/$!/cmdline; do :; done; \
          test -e /proc/{host_pid} && echo HOST-PID-VISIBLE; \
          for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done; \
          echo --; ls /proc | grep -c '^[0-9]*$'; \
