@@ -561,14 +561,7 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
             b.inside_port = port;
         }
         let url = format!("http://127.0.0.1:{port}");
-        for var in [
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "ALL_PROXY",
-            "all_proxy",
-        ] {
+        for &var in plan::PROXY_VARS {
             if let Some(v) = plan.env.get_mut(var) {
                 *v = url.clone();
             }

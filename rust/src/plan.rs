@@ -47,6 +47,29 @@ pub const HOST_ETC_ENTRIES: &[&str] = &[
 /// Standard `PATH` in host-system mode.
 pub const HOST_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
+/// Variables that name the CA bundle, for the tools that read each (SSL_CERT_FILE replaces the
+/// default store, so the bundle holds the system roots too). NODE_EXTRA_CA_CERTS is apart: it
+/// adds to Node's roots and gets the proxy's CA alone.
+pub const CA_BUNDLE_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "NIX_SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+];
+
+/// Variables that point clients at the proxy, in the spellings tools read.
+pub const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
 /// Upper bound on entries visited when scanning declared directories for symlinks.
 pub const SCAN_LIMIT: usize = 200_000;
 
@@ -750,15 +773,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             "/etc/pki/tls/certs/ca-bundle.crt",
         ] {
             if Path::new(bundle).exists() {
-                for var in [
-                    "SSL_CERT_FILE",
-                    "NIX_SSL_CERT_FILE",
-                    "REQUESTS_CA_BUNDLE",
-                    "CURL_CA_BUNDLE",
-                    "GIT_SSL_CAINFO",
-                    "PIP_CERT",
-                    "CARGO_HTTP_CAINFO",
-                ] {
+                for &var in CA_BUNDLE_VARS {
                     env.insert(var.into(), bundle.into());
                 }
                 break;
@@ -812,14 +827,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             to: BridgeTo::Proxy,
         });
         let url = format!("http://127.0.0.1:{port}");
-        for var in [
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "ALL_PROXY",
-            "all_proxy",
-        ] {
+        for &var in PROXY_VARS {
             env.insert(var.into(), url.clone());
         }
         // Local ports are reached directly through their own bridges, never via the proxy.
@@ -827,15 +835,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             env.insert(var.into(), "localhost,127.0.0.1,::1".into());
         }
         let bundle = format!("{SESSION_MOUNT}/ca-bundle.pem");
-        for var in [
-            "SSL_CERT_FILE",
-            "NIX_SSL_CERT_FILE",
-            "REQUESTS_CA_BUNDLE",
-            "CURL_CA_BUNDLE",
-            "GIT_SSL_CAINFO",
-            "PIP_CERT",
-            "CARGO_HTTP_CAINFO",
-        ] {
+        for &var in CA_BUNDLE_VARS {
             env.insert(var.into(), bundle.clone());
         }
         env.insert(
