@@ -481,7 +481,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
 #[cfg(target_os = "linux")]
 fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
     use crate::linux::netns;
-    use crate::linux::supervise::{Outcome, supervise_via};
+    use crate::linux::supervise::{Outcome, supervise};
     // Open mode: the sandbox gets its own network namespace with user-mode networking and
     // the host cut off; the holder keeps that namespace alive until we return.
     let holder = match plan.network {
@@ -505,7 +505,7 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
         .as_ref()
         .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
         .unwrap_or_default();
-    let outcome = supervise_via(&prefix, bwrap, argv, &[], Some(&plan.env))?;
+    let outcome = supervise(&prefix, bwrap, argv, &[], Some(&plan.env))?;
     drop(holder);
     if let Some(p) = proxy {
         let summary = p.shutdown().render();

@@ -41,7 +41,7 @@ fn base_flags(plan: &Plan) -> Vec<OsString> {
 pub fn argv(plan: &Plan) -> Vec<OsString> {
     // The environment is not in the argv: command lines are world-readable in /proc, and
     // values such as API tokens must not be. bwrap gets exactly `plan.env` as its own
-    // environment (see `supervise_via`) and passes it on unchanged.
+    // environment (see `supervise::supervise`) and passes it on unchanged.
     let mut a = base_flags(plan);
     for m in &plan.mounts {
         match m {

@@ -101,29 +101,19 @@ pub fn block_forwarded_signals() -> Result<()> {
 /// process's environment, stdio and current directory.
 ///
 /// Returns as soon as bwrap exits, with no thread left behind.
-pub fn supervise(bwrap: &Path, args: &[OsString]) -> Result<Outcome> {
-    supervise_with_fds(bwrap, args, &[])
-}
-
-/// [`supervise`], also handing `inherit` to bwrap under the same numbers (for `--file FD`,
+///
+/// `inherit` is handed to bwrap under the same numbers (for `--file FD`,
 /// `--ro-bind-data FD`, `--seccomp FD` …). Other descriptors are left as they are: ours are
 /// close-on-exec, and any the launcher's own parent leaked reach bwrap but not the command (our
 /// init closes them).
-pub fn supervise_with_fds(
-    bwrap: &Path,
-    args: &[OsString],
-    inherit: &[BorrowedFd<'_>],
-) -> Result<Outcome> {
-    supervise_via(&[], bwrap, args, inherit, None)
-}
-
-/// [`supervise_with_fds`], with bwrap started through `prefix` (a program that sets something
+///
+/// `prefix`: bwrap is started through `prefix` (a program that sets something
 /// up and then execs the rest of its argv in place, keeping the PID and the descriptors: the
 /// open-network namespace entry `agent-sandbox __enter PID --`).
 ///
 /// `env`: when given, bwrap (and the prefix) run with exactly this environment, which bwrap
 /// hands to the sandbox unchanged; the values never appear on a command line.
-pub fn supervise_via(
+pub fn supervise(
     prefix: &[OsString],
     bwrap: &Path,
     args: &[OsString],
@@ -490,7 +480,7 @@ mod tests {
             return;
         }
         let args = sandbox(&[], &["sh", "-c", "exit 5"]);
-        let outcome = supervise(Path::new("bwrap"), &args).unwrap();
+        let outcome = supervise(&[], Path::new("bwrap"), &args, &[], None).unwrap();
         assert_eq!(outcome, Outcome::Exited(5));
     }
 
@@ -507,7 +497,7 @@ mod tests {
         let launcher = run_in_fork(move || {
             let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
             if null.is_ok_and(|f| unsafe { libc::dup2(f.as_raw_fd(), 2) } == 2) {
-                code_of(supervise(Path::new("bwrap"), &args))
+                code_of(supervise(&[], Path::new("bwrap"), &args, &[], None))
             } else {
                 100
             }
@@ -518,7 +508,7 @@ mod tests {
 
     #[test]
     fn missing_bwrap_is_an_error() {
-        let err = supervise(Path::new("/nonexistent-xyz/bwrap"), &[]).unwrap_err();
+        let err = supervise(&[], Path::new("/nonexistent-xyz/bwrap"), &[], &[], None).unwrap_err();
         assert!(err.to_string().contains("cannot start bubblewrap"), "{err}");
     }
 
@@ -536,7 +526,7 @@ mod tests {
             &["--tmpfs", "/mnt", "--ro-bind-data", &fd, "/mnt/injected"],
             &["sh", "-c", "test \"$(cat /mnt/injected)\" = hello"],
         );
-        let outcome = supervise_with_fds(Path::new("bwrap"), &args, &[file.as_fd()]).unwrap();
+        let outcome = supervise(&[], Path::new("bwrap"), &args, &[file.as_fd()], None).unwrap();
         assert_eq!(outcome, Outcome::Exited(0));
     }
 
@@ -570,7 +560,7 @@ mod tests {
             if !before_launch() {
                 return 100;
             }
-            code_of(supervise(Path::new("bwrap"), &args))
+            code_of(supervise(&[], Path::new("bwrap"), &args, &[], None))
         });
         wait_for_file(&ready);
         (launcher, dir)
