@@ -203,9 +203,12 @@ def make_tree(ctx, files):
     return root, made, links
 
 
+INIT_PATH = "/run/agent-sandbox/agent-sandbox"
+
+
 def bare_bwrap(ctx, agent_args):
     """The bwrap argv agent-sandbox would run for `agent_args` (from --dry-run), made to run
-    bare: `--as-pid-1` dropped, `agent-sandbox __init [--bridge …] -- true` replaced by the
+    bare: `--as-pid-1` dropped, the init (`…/agent-sandbox [__init] [--bridge …] -- true`) replaced by the
     path of `true`, session files (passwd, group, masks, resolv.conf) pointed at copies in the
     baseline dir, the plan's environment set with --clearenv/--setenv. Same namespaces, mounts
     (the helper binary's bind included) and environment."""
@@ -250,12 +253,12 @@ def bare_bwrap(ctx, agent_args):
         fixed.append(a)
     if "--as-pid-1" in fixed:
         fixed.remove("--as-pid-1")
-    # The tail: `-- /run/agent-sandbox/agent-sandbox __init [...] -- true`.
-    try:
-        init = fixed.index("__init")
-    except ValueError:
-        raise RuntimeError("bwrap argv has no `__init` tail") from None
-    head = fixed[: init - 1]
+    # The tail: `-- /run/agent-sandbox/agent-sandbox [__init] [...] -- true` (the init is
+    # the small agent-sandbox-init bound there, or the helper itself with `__init`).
+    init = next((i for i in range(1, len(fixed)) if fixed[i - 1] == "--" and fixed[i] == INIT_PATH), None)
+    if init is None:
+        raise RuntimeError(f"bwrap argv has no `-- {INIT_PATH}` tail")
+    head = fixed[:init]
     if head and head[-1] == "--":
         head = head[:-1]
     for k, v in env:
@@ -455,8 +458,8 @@ def find_init(helper_pid):
         for c in children.get(pid, []):
             try:
                 with open(f"/proc/{c}/cmdline", "rb") as f:
-                    # Our init, not bwrap (whose own argv mentions __init too).
-                    if f.read().split(b"\0")[1:2] == [b"__init"]:
+                    # Our init, not bwrap (whose own argv mentions its path too).
+                    if f.read().split(b"\0")[0] == INIT_PATH.encode():
                         return c
             except OSError:
                 pass

@@ -174,11 +174,20 @@ let
     else
       throw "host-pkgs: no agent-sandbox binary. Fix: build it (cd rust && cargo build) or set AGENT_SANDBOX_HELPER_BIN to its absolute path";
 
+  # The small in-sandbox init cargo builds beside it (the helper falls back to itself without).
+  initBin =
+    let
+      p = dirOf helperBin + "/agent-sandbox-init";
+    in
+    if builtins.pathExists p then p else null;
+
   agent-sandbox =
     runCommand "agent-sandbox-host"
       {
         src = helperBin;
-        hostState = builtins.hashFile "sha256" helperBin;
+        init = if initBin == null then "" else initBin;
+        hostState = builtins.hashFile "sha256" helperBin
+          + (if initBin == null then "" else builtins.hashFile "sha256" initBin);
         relocate = ./relocate.sh;
         meta.mainProgram = "agent-sandbox";
       }
@@ -186,6 +195,10 @@ let
         source "$relocate"
         copy_bin "$src" agent-sandbox
         strip "$out/bin/agent-sandbox" 2>/dev/null || true
+        if [ -n "$init" ]; then
+          copy_bin "$init" agent-sandbox-init
+          strip "$out/bin/agent-sandbox-init" 2>/dev/null || true
+        fi
         relocate_all
       '';
 

@@ -14,6 +14,8 @@ use crate::{report, session};
 
 /// bubblewrap's own limit on its argument count (MAX_ARGS in bubblewrap.c).
 const BWRAP_MAX_ARGS: usize = 9000;
+/// The file name of the small init binary (`src/bin/agent-sandbox-init.rs`).
+const INIT_BINARY: &str = "agent-sandbox-init";
 
 /// Exit status when the sandbox could not be started.
 pub const EXIT_SETUP: i32 = 125;
@@ -112,35 +114,7 @@ pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
     // Fast path for the in-sandbox init: no clap, nothing but the command.
     if args.get(1).is_some_and(|a| a == "__init") {
-        let mut rest = &args[2..];
-        let mut bridges = Vec::new();
-        if rest.first().is_some_and(|a| a == "--own-pgrp") {
-            #[cfg(target_os = "linux")]
-            crate::linux::init::set_own_process_group(true);
-            rest = &rest[1..];
-        }
-        while let [flag, value, tail @ ..] = rest {
-            if flag != "--bridge" {
-                break;
-            }
-            match value.to_str().and_then(crate::bridge::BridgeSpec::parse) {
-                Some(b) => bridges.push(b),
-                None => {
-                    eprintln!("agent-sandbox: error: bad --bridge {value:?}");
-                    return EXIT_SETUP;
-                }
-            }
-            rest = tail;
-        }
-        if rest.first().is_some_and(|a| a == "--") {
-            rest = &rest[1..];
-        }
-        if let Err(e) = start_sandbox_bridges(&bridges) {
-            // Fail closed: a port the sandbox was promised but cannot serve stops the start.
-            eprintln!("agent-sandbox: error: {e}");
-            return EXIT_SETUP;
-        }
-        return run_init(rest.to_vec());
+        return init_main(&args[2..]);
     }
     #[cfg(target_os = "linux")]
     match args.get(1).and_then(|a| a.to_str()) {
@@ -171,6 +145,42 @@ pub fn main() -> i32 {
             EXIT_SETUP
         }
     }
+}
+
+/// The sandbox's PID 1: `__init [--own-pgrp] [--bridge PORT=SOCKET]… -- COMMAND [ARG…]`
+/// (arguments after `__init`). Also the whole of the small `agent-sandbox-init` binary, which
+/// the launcher prefers when it sits next to it: a second exec of this small binary costs less
+/// than one of the full helper.
+pub fn init_main(args: &[OsString]) -> i32 {
+    let mut rest = args;
+    let mut bridges = Vec::new();
+    if rest.first().is_some_and(|a| a == "--own-pgrp") {
+        #[cfg(target_os = "linux")]
+        crate::linux::init::set_own_process_group(true);
+        rest = &rest[1..];
+    }
+    while let [flag, value, tail @ ..] = rest {
+        if flag != "--bridge" {
+            break;
+        }
+        match value.to_str().and_then(crate::bridge::BridgeSpec::parse) {
+            Some(b) => bridges.push(b),
+            None => {
+                eprintln!("agent-sandbox: error: bad --bridge {value:?}");
+                return EXIT_SETUP;
+            }
+        }
+        rest = tail;
+    }
+    if rest.first().is_some_and(|a| a == "--") {
+        rest = &rest[1..];
+    }
+    if let Err(e) = start_sandbox_bridges(&bridges) {
+        // Fail closed: a port the sandbox was promised but cannot serve stops the start.
+        eprintln!("agent-sandbox: error: {e}");
+        return EXIT_SETUP;
+    }
+    run_init(rest.to_vec())
 }
 
 fn one_line(e: &anyhow::Error) -> String {
@@ -395,6 +405,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let helper_exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .context("cannot locate the agent-sandbox executable")?;
+    let init_exe = init_beside(&helper_exe);
     let host = HostContext {
         cwd,
         home,
@@ -403,6 +414,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         term: std::env::var("TERM").ok(),
         session_dir: session_dir.clone(),
         helper_exe,
+        init_exe,
     };
     let plan = plan::build(&spec, &a.command, &host)?;
     check_session_dir_hidden(&plan, &session_dir)?;
@@ -447,8 +459,6 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         confirm_nix_trust()?;
     }
 
-    // Rotate first, keeping room for this session: rotating after creating could delete it.
-    session::rotate(&base, session::KEEP_SESSIONS - 1);
     let dir = session::create(&base, &name)?;
     if !plan.bridges.is_empty() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
@@ -456,30 +466,64 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     for (f, contents) in &plan.session_files {
         session::write_file(&dir, f, contents.as_bytes())?;
     }
+    create_placeholders(&plan)?;
+    for w in &plan.warnings {
+        eprintln!("agent-sandbox: warning: {w}");
+    }
+    // The logs and the rotation of old sessions are written while bwrap sets the sandbox up:
+    // nothing inside reads them, and they would otherwise add to every start.
+    let mut after_spawn = || {
+        if let Err(e) = write_launch_logs(&dir, &plan, &bwrap, &argv) {
+            eprintln!("agent-sandbox: warning: {}", one_line(&e));
+        }
+        session::rotate(&base, session::KEEP_SESSIONS, &name);
+    };
+    launch(&plan, &dir, &bwrap, &argv, &mut after_spawn)
+}
+
+/// The small init binary installed beside the helper (cargo and Nix install both), if it is
+/// there and executable; otherwise the helper itself serves as the init.
+fn init_beside(helper_exe: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::fs::canonicalize(helper_exe.parent()?.join(INIT_BINARY)).ok()?;
+    let meta = std::fs::metadata(&path).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(path)
+}
+
+/// `argv.json` (the exact bwrap argv, secrets masked) and `launch.log` (the plan as
+/// `--dry-run` prints it) in the session directory.
+fn write_launch_logs(
+    dir: &Path,
+    plan: &Plan,
+    bwrap: &Path,
+    argv: &[OsString],
+) -> anyhow::Result<()> {
     let argv_json = serde_json::to_string_pretty(
         &std::iter::once(bwrap.to_string_lossy().into_owned())
             .chain(
-                report::masked_argv(&argv)
+                report::masked_argv(argv)
                     .iter()
                     .map(|x| x.to_string_lossy().into_owned()),
             )
             .collect::<Vec<_>>(),
     )?;
-    session::write_file(&dir, "argv.json", argv_json.as_bytes())?;
+    session::write_file(dir, "argv.json", argv_json.as_bytes())?;
     session::write_file(
-        &dir,
+        dir,
         "launch.log",
-        report::render(&plan, &bwrap.to_string_lossy(), &argv).as_bytes(),
+        report::render(plan, &bwrap.to_string_lossy(), argv).as_bytes(),
     )?;
-    create_placeholders(&plan)?;
-    for w in &plan.warnings {
-        eprintln!("agent-sandbox: warning: {w}");
-    }
-    launch(&plan, &dir, &bwrap, &argv)
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
-fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> anyhow::Result<i32> {
+fn launch(
+    plan: &Plan,
+    session_dir: &Path,
+    bwrap: &Path,
+    argv: &[OsString],
+    after_spawn: &mut dyn FnMut(),
+) -> anyhow::Result<i32> {
     use crate::linux::netns;
     use crate::linux::supervise::{Outcome, supervise};
     // Open mode: the sandbox gets its own network namespace with user-mode networking and
@@ -505,7 +549,7 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
         .as_ref()
         .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
         .unwrap_or_default();
-    let outcome = supervise(&prefix, bwrap, argv, &[], Some(&plan.env))?;
+    let outcome = supervise(&prefix, bwrap, argv, &[], Some(&plan.env), after_spawn)?;
     drop(holder);
     if let Some(p) = proxy {
         let summary = p.shutdown().render();
@@ -528,7 +572,13 @@ fn launch(plan: &Plan, session_dir: &Path, bwrap: &Path, argv: &[OsString]) -> a
 }
 
 #[cfg(not(target_os = "linux"))]
-fn launch(_plan: &Plan, _dir: &Path, _bwrap: &Path, _argv: &[OsString]) -> anyhow::Result<i32> {
+fn launch(
+    _plan: &Plan,
+    _dir: &Path,
+    _bwrap: &Path,
+    _argv: &[OsString],
+    _after_spawn: &mut dyn FnMut(),
+) -> anyhow::Result<i32> {
     bail!("this build cannot launch sandboxes on this OS yet")
 }
 
@@ -542,8 +592,8 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
     if plan.guard == LaunchGuard::Confirm {
         confirm_home_launch(&plan.cwd)?;
     }
-    session::rotate(base, session::KEEP_SESSIONS - 1);
     let dir = session::create(base, name)?;
+    session::rotate(base, session::KEEP_SESSIONS, name);
     if !plan.bridges.is_empty() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
     }

@@ -168,6 +168,9 @@ pub struct Plan {
     /// Run the command in a process group of its own (decided at launch: whenever the launcher
     /// is not the foreground job of a terminal; see `linux::init::set_own_process_group`).
     pub own_process_group: bool,
+    /// The binary at `INIT_PATH` is the whole helper, so it needs its `__init` subcommand
+    /// (false: it is `agent-sandbox-init`, which is nothing but the init).
+    pub init_is_helper: bool,
     /// Extra CA files the proxy trusts upstream (canonical, checked to exist).
     pub upstream_ca_files: Vec<PathBuf>,
     /// The CA bundle the sandbox would trust without the proxy; in filtered mode the proxy's
@@ -194,8 +197,11 @@ pub struct HostContext {
     pub term: Option<String>,
     /// The private per-session directory (outside every bind).
     pub session_dir: PathBuf,
-    /// The helper's own executable, bound inside at `INIT_PATH`.
+    /// The helper's own executable, bound inside at `INIT_PATH` unless `init_exe` is set.
     pub helper_exe: PathBuf,
+    /// The small `agent-sandbox-init` binary installed beside the helper, if there is one:
+    /// bound at `INIT_PATH` instead (cheaper to start than the whole helper).
+    pub init_exe: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -750,7 +756,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         mounts.push(layered[i].1.clone());
     }
     mounts.push(Mount::RoBind {
-        src: host.helper_exe.clone(),
+        src: host.init_exe.as_ref().unwrap_or(&host.helper_exe).clone(),
         dest: INIT_PATH.into(),
     });
 
@@ -871,6 +877,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         dns_forward,
         bridges,
         own_process_group: false,
+        init_is_helper: host.init_exe.is_none(),
         upstream_ca_files,
         ca_bundle_source,
         guard,

@@ -127,8 +127,9 @@ pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Keep the newest `keep` session directories under `base`; best effort.
-pub fn rotate(base: &Path, keep: usize) {
+/// Keep the newest `keep` session directories under `base`, never deleting `current` (the
+/// running session's, even if the clock went back); best effort.
+pub fn rotate(base: &Path, keep: usize, current: &str) {
     let Ok(rd) = fs::read_dir(base) else { return };
     let mut names: Vec<_> = rd
         .filter_map(|e| e.ok())
@@ -140,8 +141,11 @@ pub fn rotate(base: &Path, keep: usize) {
                 .first()
                 .is_some_and(u8::is_ascii_digit)
         })
+        .filter(|n| *n != current)
         .collect();
     names.sort();
+    // The current session counts towards `keep`.
+    let keep = keep.saturating_sub(1);
     if names.len() > keep {
         for n in &names[..names.len() - keep] {
             let _ = fs::remove_dir_all(base.join(n));
@@ -201,14 +205,18 @@ mod tests {
             fs::metadata(&f).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        rotate(&base, KEEP_SESSIONS);
+        // The current session survives even when its name sorts first (clock set back).
+        let current = create(&base, "19990101T000000Z-2-x").unwrap();
+        rotate(&base, KEEP_SESSIONS, "19990101T000000Z-2-x");
+        assert!(current.exists());
+        fs::remove_dir(&current).unwrap();
         let mut left: Vec<String> = fs::read_dir(&base)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left.len(), 25);
-        assert_eq!(left[0], "20261120T000000Z-06-x");
-        assert_eq!(left[24], "20261130T000000Z-1-x");
+        assert_eq!(left.len(), 24);
+        assert_eq!(left[0], "20261120T000000Z-07-x");
+        assert_eq!(left[23], "20261130T000000Z-1-x");
     }
 }

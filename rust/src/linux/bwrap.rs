@@ -63,7 +63,9 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
     a.push(plan.cwd.clone().into());
     a.push("--".into());
     a.push(INIT_PATH.into());
-    a.push("__init".into());
+    if plan.init_is_helper {
+        a.push("__init".into());
+    }
     if plan.own_process_group {
         a.push("--own-pgrp".into());
     }
@@ -123,6 +125,7 @@ mod tests {
             dns_forward: None,
             bridges: vec![],
             own_process_group: false,
+            init_is_helper: true,
             upstream_ca_files: vec![],
             ca_bundle_source: None,
             guard: LaunchGuard::Ok,

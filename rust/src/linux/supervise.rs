@@ -113,12 +113,16 @@ pub fn block_forwarded_signals() -> Result<()> {
 ///
 /// `env`: when given, bwrap (and the prefix) run with exactly this environment, which bwrap
 /// hands to the sandbox unchanged; the values never appear on a command line.
+///
+/// `after_spawn` runs once bwrap has started, while it sets the sandbox up: work that need not
+/// delay the start (logs, cleanup) goes there. Signals that arrive meanwhile wait in the queue.
 pub fn supervise(
     prefix: &[OsString],
     bwrap: &Path,
     args: &[OsString],
     inherit: &[BorrowedFd<'_>],
     env: Option<&std::collections::BTreeMap<String, String>>,
+    after_spawn: &mut dyn FnMut(),
 ) -> Result<Outcome> {
     let mask = forwarded_signals();
     let ignored: Vec<Signal> = mask.iter().filter(|&s| is_ignored(s)).collect();
@@ -169,6 +173,7 @@ pub fn supervise(
     })?;
     // Our copy must go, or the pipe would never reach end-of-file.
     drop(status_write);
+    after_spawn();
 
     match monitor(&mut child, &signals, status_read, &ignored) {
         Ok(outcome) => Ok(outcome),
@@ -480,7 +485,7 @@ mod tests {
             return;
         }
         let args = sandbox(&[], &["sh", "-c", "exit 5"]);
-        let outcome = supervise(&[], Path::new("bwrap"), &args, &[], None).unwrap();
+        let outcome = supervise(&[], Path::new("bwrap"), &args, &[], None, &mut || {}).unwrap();
         assert_eq!(outcome, Outcome::Exited(5));
     }
 
@@ -497,7 +502,14 @@ mod tests {
         let launcher = run_in_fork(move || {
             let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
             if null.is_ok_and(|f| unsafe { libc::dup2(f.as_raw_fd(), 2) } == 2) {
-                code_of(supervise(&[], Path::new("bwrap"), &args, &[], None))
+                code_of(supervise(
+                    &[],
+                    Path::new("bwrap"),
+                    &args,
+                    &[],
+                    None,
+                    &mut || {},
+                ))
             } else {
                 100
             }
@@ -508,7 +520,15 @@ mod tests {
 
     #[test]
     fn missing_bwrap_is_an_error() {
-        let err = supervise(&[], Path::new("/nonexistent-xyz/bwrap"), &[], &[], None).unwrap_err();
+        let err = supervise(
+            &[],
+            Path::new("/nonexistent-xyz/bwrap"),
+            &[],
+            &[],
+            None,
+            &mut || {},
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("cannot start bubblewrap"), "{err}");
     }
 
@@ -526,7 +546,15 @@ mod tests {
             &["--tmpfs", "/mnt", "--ro-bind-data", &fd, "/mnt/injected"],
             &["sh", "-c", "test \"$(cat /mnt/injected)\" = hello"],
         );
-        let outcome = supervise(&[], Path::new("bwrap"), &args, &[file.as_fd()], None).unwrap();
+        let outcome = supervise(
+            &[],
+            Path::new("bwrap"),
+            &args,
+            &[file.as_fd()],
+            None,
+            &mut || {},
+        )
+        .unwrap();
         assert_eq!(outcome, Outcome::Exited(0));
     }
 
@@ -560,7 +588,14 @@ mod tests {
             if !before_launch() {
                 return 100;
             }
-            code_of(supervise(&[], Path::new("bwrap"), &args, &[], None))
+            code_of(supervise(
+                &[],
+                Path::new("bwrap"),
+                &args,
+                &[],
+                None,
+                &mut || {},
+            ))
         });
         wait_for_file(&ready);
         (launcher, dir)

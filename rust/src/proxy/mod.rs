@@ -155,10 +155,8 @@ pub struct RunningProxy {
 /// Safe to call from inside or outside an async context.
 pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
     let policy = Policy::new(&config.rules)?;
-    let roots = upstream::root_store(&config.upstream_ca_files)?;
-    let tls = upstream::client_config(roots.clone(), &[b"h2", b"http/1.1"])?;
-    // Upgrades (WebSocket) need HTTP/1.1 end to end.
-    let tls_h1 = upstream::client_config(roots, &[b"http/1.1"])?;
+    let trust = upstream::Trust::new(&config.upstream_ca_files)?;
+    trust.warm_up();
     let ca = ca::SessionCa::generate()?;
     let ca_pem = ca.cert_pem.clone();
     let file = match &config.log_path {
@@ -199,7 +197,7 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
         connect_timeout: config.limits.connect_timeout,
         host_addrs: host_addresses(),
     });
-    let client = |tls| {
+    let client = |h1_only| {
         Client::builder(TokioExecutor::new())
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
@@ -207,14 +205,16 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
             .pool_max_idle_per_host(16)
             .build(upstream::Connector {
                 dialer: dialer.clone(),
-                tls,
+                trust: trust.clone(),
+                h1_only,
             })
     };
     let shared = Arc::new(server::Shared {
         policy,
         ca,
-        client: client(tls),
-        client_h1: client(tls_h1),
+        client: client(false),
+        // Upgrades (WebSocket) need HTTP/1.1 end to end.
+        client_h1: client(true),
         dialer: dialer.clone(),
         events: log::Events::new(file),
         slots: Arc::new(Semaphore::new(config.limits.max_connections)),

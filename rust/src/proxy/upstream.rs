@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -70,8 +70,6 @@ pub enum TrustError {
         "upstream CA file {path} holds no usable PEM certificate ({reason}). Expected one or more \"-----BEGIN CERTIFICATE-----\" blocks"
     )]
     Parse { path: PathBuf, reason: String },
-    #[error("cannot build the upstream TLS configuration: {0}")]
-    Config(String),
 }
 
 /// Where names go and which destinations are acceptable. Shared by the tunnel path (raw
@@ -165,36 +163,92 @@ impl Dialer {
     }
 }
 
-/// The system CA bundle (the first of `SSL_CERT_FILE`, `NIX_SSL_CERT_FILE` and the usual
-/// paths that holds certificates) plus `extra` files. Mozilla's roots compiled into
-/// `webpki-roots` stand in only when no system bundle exists (a bare build sandbox).
-pub(crate) fn root_store(extra: &[PathBuf]) -> Result<RootCertStore, TrustError> {
-    let mut roots = RootCertStore::empty();
-    let env_paths = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
-        .iter()
-        .filter_map(std::env::var_os)
-        .map(PathBuf::from);
-    let candidates = env_paths.chain(SYSTEM_BUNDLES.iter().map(PathBuf::from));
-    for path in candidates {
-        let Ok(iter) = CertificateDer::pem_file_iter(&path) else {
-            continue;
-        };
-        let certs: Vec<CertificateDer<'static>> = iter.filter_map(Result::ok).collect();
-        let (added, _ignored) = roots.add_parsable_certificates(certs);
-        if added > 0 {
-            break;
-        }
-    }
-    if roots.is_empty() {
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    }
-    for path in extra {
-        add_extra(&mut roots, path)?;
-    }
-    Ok(roots)
+/// What the proxy trusts upstream: the system CA bundle (the first of `SSL_CERT_FILE`,
+/// `NIX_SSL_CERT_FILE` and the usual paths that holds certificates) plus the extra files the
+/// user named. Mozilla's roots compiled into `webpki-roots` stand in only when no system bundle
+/// exists (a bare build sandbox).
+///
+/// The extra files are read and checked at once (a bad one stops the start); the system
+/// bundle, whose ~150 certificates take about a millisecond to parse, is parsed on a thread of
+/// its own ([`Trust::warm_up`]), off the sandbox's start-up path. Only intercepted connections
+/// need it; the first one waits for the parse if it is still running.
+pub(crate) struct Trust {
+    extra: Vec<CertificateDer<'static>>,
+    configs: OnceLock<Result<ClientConfigs, String>>,
 }
 
-fn add_extra(roots: &mut RootCertStore, path: &Path) -> Result<(), TrustError> {
+/// TLS client settings: `any` offers h2 and http/1.1, `h1` only http/1.1 (for upgrades).
+pub(crate) struct ClientConfigs {
+    pub any: Arc<ClientConfig>,
+    pub h1: Arc<ClientConfig>,
+}
+
+impl Trust {
+    pub fn new(extra_files: &[PathBuf]) -> Result<Arc<Trust>, TrustError> {
+        let mut extra = Vec::new();
+        for path in extra_files {
+            extra.extend(read_extra(path)?);
+        }
+        Ok(Arc::new(Trust {
+            extra,
+            configs: OnceLock::new(),
+        }))
+    }
+
+    /// Parse the system bundle now, on a background thread.
+    pub fn warm_up(self: &Arc<Self>) {
+        let this = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("agent-sandbox-trust".into())
+            .spawn(move || {
+                let _ = this.configs();
+            });
+        // Without the thread, the first intercepted connection does the work instead.
+        drop(spawned);
+    }
+
+    /// The client settings (built on first use; later calls wait for that).
+    pub fn configs(&self) -> Result<&ClientConfigs, &str> {
+        self.configs
+            .get_or_init(|| {
+                let roots = self.root_store();
+                Ok(ClientConfigs {
+                    any: client_config(roots.clone(), &[b"h2", b"http/1.1"])?,
+                    h1: client_config(roots, &[b"http/1.1"])?,
+                })
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    fn root_store(&self) -> RootCertStore {
+        let mut roots = RootCertStore::empty();
+        let env_paths = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
+            .iter()
+            .filter_map(std::env::var_os)
+            .map(PathBuf::from);
+        let candidates = env_paths.chain(SYSTEM_BUNDLES.iter().map(PathBuf::from));
+        for path in candidates {
+            let Ok(iter) = CertificateDer::pem_file_iter(&path) else {
+                continue;
+            };
+            let certs: Vec<CertificateDer<'static>> = iter.filter_map(Result::ok).collect();
+            let (added, _ignored) = roots.add_parsable_certificates(certs);
+            if added > 0 {
+                break;
+            }
+        }
+        if roots.is_empty() {
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        // Checked in `new`: these parse.
+        roots.add_parsable_certificates(self.extra.iter().cloned());
+        roots
+    }
+}
+
+/// The certificates of one extra CA file, each checked to be a usable trust anchor.
+fn read_extra(path: &Path) -> Result<Vec<CertificateDer<'static>>, TrustError> {
     let bytes = std::fs::read(path).map_err(|source| TrustError::Read {
         path: path.to_path_buf(),
         source,
@@ -209,19 +263,17 @@ fn add_extra(roots: &mut RootCertStore, path: &Path) -> Result<(), TrustError> {
     if certs.is_empty() {
         return Err(parse("no certificate found".into()));
     }
-    for cert in certs {
-        roots.add(cert).map_err(|e| parse(e.to_string()))?;
+    let mut check = RootCertStore::empty();
+    for cert in &certs {
+        check.add(cert.clone()).map_err(|e| parse(e.to_string()))?;
     }
-    Ok(())
+    Ok(certs)
 }
 
-pub(crate) fn client_config(
-    roots: RootCertStore,
-    alpn: &[&[u8]],
-) -> Result<Arc<ClientConfig>, TrustError> {
+fn client_config(roots: RootCertStore, alpn: &[&[u8]]) -> Result<Arc<ClientConfig>, String> {
     let mut cfg = ClientConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| TrustError::Config(e.to_string()))?
+        .map_err(|e| format!("cannot set up TLS to upstream servers: {e}"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -233,7 +285,9 @@ pub(crate) fn client_config(
 #[derive(Clone)]
 pub(crate) struct Connector {
     pub dialer: Arc<Dialer>,
-    pub tls: Arc<ClientConfig>,
+    pub trust: Arc<Trust>,
+    /// Offer only http/1.1 upstream (upgrades need it end to end).
+    pub h1_only: bool,
 }
 
 impl tower_service::Service<Uri> for Connector {
@@ -267,7 +321,16 @@ impl tower_service::Service<Uri> for Connector {
                 host: host.to_string(),
                 reason: e.to_string(),
             })?;
-            let handshake = TlsConnector::from(this.tls.clone()).connect(name, tcp);
+            let configs = this.trust.configs().map_err(|reason| DialError::Tls {
+                host: host.to_string(),
+                reason: reason.to_string(),
+            })?;
+            let config = if this.h1_only {
+                &configs.h1
+            } else {
+                &configs.any
+            };
+            let handshake = TlsConnector::from(config.clone()).connect(name, tcp);
             match tokio::time::timeout(this.dialer.connect_timeout, handshake).await {
                 Ok(Ok(stream)) => Ok(TokioIo::new(Stream::Tls(Box::new(stream)))),
                 Ok(Err(e)) => Err(DialError::Tls {

@@ -398,3 +398,42 @@ fn dry_run_for_macos_shows_the_profile_and_keeps_paths_out_of_it() {
     assert_eq!(o.code, 125, "{o:?}");
     assert!(o.stderr.contains("add --dry-run"), "{o:?}");
 }
+
+/// PID 1 inside is the small `agent-sandbox-init` when it is installed beside the helper, and
+/// the helper itself (`__init`) when the helper is installed alone; both run the command, pass
+/// its status on and keep the seccomp filter (TIOCSTI refused is checked elsewhere; here the
+/// filter's presence shows in /proc/1/status).
+#[test]
+fn pid_1_is_the_small_init_beside_the_helper_or_the_helper_alone() {
+    let f = Fixture::new();
+    let script = "tr '\\0' ' ' < /proc/1/cmdline; echo; grep ^Seccomp: /proc/1/status; exit 7";
+    let beside = bin().parent().unwrap().join("agent-sandbox-init");
+    let o = run(f.sh(&["--no-network"], script));
+    assert_eq!(o.code, 7, "{o:?}");
+    let first = o.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.starts_with("/run/agent-sandbox/agent-sandbox "),
+        "{o:?}"
+    );
+    assert_eq!(first.contains(" __init "), !beside.exists(), "{o:?}");
+    assert!(o.stdout.contains("Seccomp:\t2"), "{o:?}");
+
+    // The helper alone in a directory of its own (a hard link keeps it cheap; a copy when the
+    // temp dir is on another filesystem).
+    let alone = f.root().join("alone");
+    std::fs::create_dir(&alone).unwrap();
+    let helper = alone.join("agent-sandbox");
+    if std::fs::hard_link(bin(), &helper).is_err() {
+        std::fs::copy(bin(), &helper).unwrap();
+    }
+    let c = f.sh(&["--no-network"], script);
+    let mut c2 = std::process::Command::new(&helper);
+    c2.env_clear()
+        .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .current_dir(&f.proj)
+        .args(c.get_args());
+    let o = run(c2);
+    assert_eq!(o.code, 7, "{o:?}");
+    assert!(o.stdout.contains(" __init --"), "{o:?}");
+    assert!(o.stdout.contains("Seccomp:\t2"), "{o:?}");
+}

@@ -106,7 +106,7 @@ fn only_the_sandbox_processes_are_visible() {
         "the sandbox's own process is not visible: {o:?}"
     );
     assert!(
-        cmdlines.contains("__init"),
+        cmdlines.contains("/run/agent-sandbox/agent-sandbox "),
         "the sandbox init is not visible: {o:?}"
     );
     let n: usize = count.trim().parse().unwrap();
