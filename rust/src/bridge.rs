@@ -8,6 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,7 +42,7 @@ impl BridgeSpec {
     }
 }
 
-trait Duplex: Read + Write + Send + 'static {
+trait Duplex: Read + Write + AsFd + Send + 'static {
     fn try_clone_box(&self) -> io::Result<Box<dyn Duplex>>;
     fn shutdown_write(&self);
 }
@@ -77,6 +78,15 @@ fn pump(a: Box<dyn Duplex>, b: Box<dyn Duplex>) -> io::Result<()> {
 }
 
 fn copy_then_close(mut from: Box<dyn Duplex>, mut to: Box<dyn Duplex>) {
+    // Zero-copy where the kernel allows (always, for TCP and Unix stream sockets).
+    #[cfg(target_os = "linux")]
+    match crate::linux::splice::relay_blocking(from.as_fd(), to.as_fd()) {
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+        _ => {
+            to.shutdown_write();
+            return;
+        }
+    }
     let mut buf = vec![0u8; BUF];
     loop {
         match from.read(&mut buf) {

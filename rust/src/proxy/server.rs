@@ -220,11 +220,50 @@ async fn splice(conn: Conn, on_upgrade: OnUpgrade, mut upstream: TcpStream) {
     let Ok(upgraded) = on_upgrade.await else {
         return;
     };
+    // On Linux the client's own socket comes back out of hyper, and the kernel moves the
+    // bytes (splice): no copy through this process.
+    #[cfg(target_os = "linux")]
+    let upgraded = match upgraded.downcast::<TokioIo<Tracked>>() {
+        Ok(parts) => {
+            let client = parts.io.into_inner();
+            let activity = client.activity.clone();
+            let relay = async {
+                // What the client sent right after CONNECT, already read by hyper.
+                if !parts.read_buf.is_empty() {
+                    upstream.write_all(&parts.read_buf).await?;
+                }
+                zero_copy_tunnel(&client.inner, &upstream, &activity).await
+            };
+            // An error in either direction (a reset) ends the tunnel, as a copy would.
+            tokio::select! {
+                _ = relay => {}
+                _ = conn.activity.idle(conn.shared.limits.idle_timeout) => {}
+            }
+            return;
+        }
+        Err(upgraded) => upgraded,
+    };
     let mut client = TokioIo::new(upgraded);
     tokio::select! {
         _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
         _ = conn.activity.idle(conn.shared.limits.idle_timeout) => {}
     }
+}
+
+/// Both directions of a tunnel through the kernel until each side has finished.
+#[cfg(target_os = "linux")]
+async fn zero_copy_tunnel(
+    client: &TcpStream,
+    upstream: &TcpStream,
+    activity: &Activity,
+) -> io::Result<()> {
+    use crate::linux::splice::relay_tcp;
+    let touch = || activity.touch();
+    tokio::try_join!(
+        relay_tcp(client, upstream, &touch),
+        relay_tcp(upstream, client, &touch)
+    )
+    .map(|_| ())
 }
 
 #[derive(Debug, PartialEq, Eq)]
