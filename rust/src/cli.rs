@@ -436,6 +436,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
 
     let bwrap = find_bwrap()?;
     let mut plan = plan;
+    let identity = plan::share_identity_files(&mut plan, &base, &session_dir);
     plan.own_process_group = !foreground_of_a_terminal();
     let argv = crate::linux::bwrap::argv(&plan);
     // bubblewrap refuses more than 9000 arguments with a message that reads like a namespace
@@ -463,9 +464,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     if !plan.bridges.is_empty() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
     }
-    for (f, contents) in &plan.session_files {
-        session::write_file(&dir, f, contents.as_bytes())?;
-    }
+    session::ensure_identity(&identity, &plan.session_files)?;
     create_placeholders(&plan)?;
     for w in &plan.warnings {
         eprintln!("agent-sandbox: warning: {w}");

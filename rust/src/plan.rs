@@ -889,6 +889,31 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
 
 /// Whether `target`, already exposed through `mounts`, may be bound writable elsewhere: the
 /// deepest mount holding it must be a read-write bind, and no read-only mount may lie below it.
+/// Linux: the identity files (passwd, group, the masks, resolv.conf…) are the same for every
+/// session of a user with the same network mode, so they live in one content-addressed
+/// directory beside the sessions (`<base>/.identity-<hash>`), written once
+/// ([`crate::session::ensure_identity`]): a start then creates no files before bwrap runs.
+/// Rebinds the plan's mounts of those files from `session_dir` there; returns the directory.
+pub fn share_identity_files(plan: &mut Plan, base: &Path, session_dir: &Path) -> PathBuf {
+    // FNV-1a over names and contents: stable across builds and platforms.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, contents) in &plan.session_files {
+        for b in name.bytes().chain([0]).chain(contents.bytes()).chain([0]) {
+            hash = (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    let dir = base.join(format!(".identity-{hash:016x}"));
+    for m in &mut plan.mounts {
+        if let Mount::RoBind { src, .. } = m
+            && let Ok(rest) = src.strip_prefix(session_dir)
+            && plan.session_files.iter().any(|(f, _)| Path::new(f) == rest)
+        {
+            *src = dir.join(rest);
+        }
+    }
+    dir
+}
+
 fn alias_may_be_writable(target: &Path, mounts: &[&Mount]) -> bool {
     let holder = mounts
         .iter()

@@ -127,6 +127,44 @@ pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// Makes sure `dir` holds exactly `files` (name, contents): kept as it is when every file is
+/// there, otherwise built beside it and renamed into place, so a concurrent launch sees either
+/// no directory or a complete one. `dir`'s name is derived from the contents
+/// ([`crate::plan::share_identity_files`]).
+pub fn ensure_identity(dir: &Path, files: &[(String, String)]) -> Result<()> {
+    let complete = |d: &Path| files.iter().all(|(f, _)| d.join(f).is_file());
+    if complete(dir) {
+        return Ok(());
+    }
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let tmp_name = format!("{name}.tmp-{}", std::process::id());
+    let _ = fs::remove_dir_all(parent.join(&tmp_name));
+    let tmp = create(parent, &tmp_name)?;
+    for (f, contents) in files {
+        write_file(&tmp, f, contents.as_bytes())?;
+    }
+    // An incomplete leftover (a file deleted by hand) is replaced.
+    if dir.exists() && !complete(dir) {
+        let _ = fs::remove_dir_all(dir);
+    }
+    match fs::rename(&tmp, dir) {
+        Ok(()) => Ok(()),
+        // Another launch put an identical one in place first.
+        Err(_) if complete(dir) => {
+            let _ = fs::remove_dir_all(&tmp);
+            Ok(())
+        }
+        Err(source) => {
+            let _ = fs::remove_dir_all(&tmp);
+            Err(SessionError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    }
+}
+
 /// Keep the newest `keep` session directories under `base`, never deleting `current` (the
 /// running session's, even if the clock went back); best effort.
 pub fn rotate(base: &Path, keep: usize, current: &str) {
@@ -188,6 +226,42 @@ mod tests {
             base_dir(None, h),
             PathBuf::from("/home/u/.local/state/agent-sandbox")
         );
+    }
+
+    #[test]
+    fn identity_files_are_written_once_and_repaired_when_incomplete() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join(".identity-0123");
+        let files = vec![
+            (
+                "passwd".to_string(),
+                "sandbox:x:1:1::/h:/bin/sh\n".to_string(),
+            ),
+            ("empty".to_string(), String::new()),
+        ];
+        ensure_identity(&dir, &files).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join("passwd")).unwrap(),
+            "sandbox:x:1:1::/h:/bin/sh\n"
+        );
+        assert_eq!(fs::metadata(dir.join("empty")).unwrap().len(), 0);
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Complete: left alone (the inode stays the same).
+        use std::os::unix::fs::MetadataExt;
+        let ino = fs::metadata(dir.join("passwd")).unwrap().ino();
+        ensure_identity(&dir, &files).unwrap();
+        assert_eq!(fs::metadata(dir.join("passwd")).unwrap().ino(), ino);
+        // A file gone: rebuilt.
+        fs::remove_file(dir.join("empty")).unwrap();
+        ensure_identity(&dir, &files).unwrap();
+        assert!(dir.join("empty").is_file());
+        // No temporary directory is left behind.
+        let names: Vec<_> = fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(".identity-0123")]);
     }
 
     #[test]

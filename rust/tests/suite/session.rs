@@ -6,14 +6,54 @@ use std::path::{Path, PathBuf};
 
 use crate::common::*;
 
+/// The session directories (the shared `.identity-*` directories aside).
 fn sessions(f: &Fixture) -> Vec<PathBuf> {
+    entries(f, false)
+}
+
+fn entries(f: &Fixture, identity: bool) -> Vec<PathBuf> {
     let base = f.state.join("agent-sandbox");
     let mut v: Vec<PathBuf> = std::fs::read_dir(&base)
         .unwrap_or_else(|e| panic!("read {}: {e}", base.display()))
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with(".identity-") == identity
+        })
         .collect();
     v.sort();
     v
+}
+
+/// The identity files (passwd, group, masks, resolv.conf) are written once per user and
+/// network mode, in a private directory beside the sessions, and reused: the next launch
+/// creates no new one, and one whose file was deleted is rebuilt.
+#[test]
+fn identity_files_are_shared_private_and_rebuilt_when_damaged() {
+    let f = Fixture::new();
+    let passwd = "head -n1 /etc/passwd; wc -c < /proc/cmdline";
+    let first = ok(f.sh(&["--no-network"], passwd));
+    let ids = entries(&f, true);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let id = &ids[0];
+    assert_eq!(mode(id), 0o700, "{}", id.display());
+    for file in ["passwd", "group", "empty", "boot_id", "resolv.conf"] {
+        assert_eq!(mode(&id.join(file)), 0o600, "{file}");
+    }
+    assert!(!sessions(&f)[0].join("passwd").exists());
+    assert_eq!(ok(f.sh(&["--no-network"], passwd)), first);
+    assert_eq!(entries(&f, true), ids);
+    std::fs::remove_file(id.join("passwd")).unwrap();
+    assert_eq!(ok(f.sh(&["--no-network"], passwd)), first);
+    assert!(id.join("passwd").is_file());
+    assert!(first.starts_with("sandbox:x:"), "{first}");
+    // Filtered mode needs the same files (no DNS inside either): the same directory.
+    let _ = ok(f.sh(&["--allow-domain", "example.com"], "true"));
+    assert_eq!(
+        entries(&f, true).len(),
+        1,
+        "blocked and filtered share the empty resolv.conf"
+    );
 }
 
 fn mode(p: &Path) -> u32 {
