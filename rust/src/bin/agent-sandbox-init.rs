@@ -1,6 +1,8 @@
-//! The sandbox's PID 1 on its own: what `agent-sandbox __init` does, in a binary that links
-//! nothing else (no CLI parser, proxy or planner), so starting it inside every sandbox is cheap.
+//! The helper's small entry points on their own: the sandbox's PID 1 (what `agent-sandbox
+//! __init` does) and, in open network mode, `__netns-hold` and `__enter`, in a binary that
+//! links nothing else (no CLI parser, proxy or planner), so the processes of every start are
+//! cheap to exec.
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    std::process::exit(agent_sandbox::cli::init_main(&args));
+    std::process::exit(agent_sandbox::cli::small_main(&args));
 }
