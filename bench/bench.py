@@ -441,7 +441,7 @@ def proc_status(pid):
 
 
 def find_init(helper_pid):
-    """The sandbox's PID 1 (our init: it runs the sandbox-side bridge) below the helper."""
+    """The sandbox's PID 1 (our init: it hands the proxy port over, then only waits) below the helper."""
     children = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -625,8 +625,9 @@ def proxy_part(ctx):
     timeout = 120 if q else 600
 
     def bypass(mode, trust):
-        """While the sandboxed client waits: the same phases from the host straight to the
-        proxy's TCP port, bridges bypassed, to split the cost between bridges and proxy."""
+        """While the sandboxed client waits: the same phases from the host to the proxy's
+        host-side TCP port, in the same session (the sandbox's own port is a listening socket
+        the proxy accepts on directly, so the two should match)."""
 
         def go(helper_pid):
             port = proxy_port(helper_pid)
@@ -642,7 +643,7 @@ def proxy_part(ctx):
                     return {}
                 t = ["--ca", max(found, key=os.path.getmtime)]
             argv = client + ["--proxy", f"127.0.0.1:{port}", *t, *phases, *hold]
-            log(f"proxy: {mode}, bridges bypassed")
+            log(f"proxy: {mode}, from the host")
             return session(ctx, f"{mode}-bypass", argv, server, helper_pid, timeout)
 
         return go
@@ -804,9 +805,9 @@ def report(m, st, px, quick):
             ("intercepted, proxy only", i.get("_bypass", {})),
         ]
         w("**Proxy** (HTTPS to a loopback upstream on 127.0.0.1:443 in a private network namespace. Tunnelled/intercepted = "
-          "the client runs inside `agent-sandbox run` and goes through the sandbox-side bridge, a Unix socket, the "
-          "host-side bridge and the proxy; *proxy only* = the same client on the host connecting straight to the "
-          "proxy's port, bridges bypassed, during the same session)")
+          "the client runs inside `agent-sandbox run` and connects to 127.0.0.1:3128 inside, a listening socket "
+          "the sandbox's init created and handed to the proxy, which accepts on it directly (no bridge); *proxy only* = "
+          "the same client on the host connecting to the proxy's host-side port, during the same session)")
         w("")
         dd = d.get("dl")
         base = median(dd["mib_per_s"]) if dd and dd.get("ok") else None
@@ -843,8 +844,8 @@ def report(m, st, px, quick):
                 cells.append(f"{r['p50_us'] / 1000:.2f} / {r['p99_us'] / 1000:.2f}<br>{r['rps']:,.0f}/s" if r and r.get("ok") else "failed")
             w(f"| {label} | " + " | ".join(cells) + " |")
         w("")
-        w("Added p50 latency (ms, vs direct) and CPU per request (µs: helper process = proxy + host-side bridge, "
-          "plus the sandbox's init = sandbox-side bridge; for the relay, the relay process). Target: ≤ 0.5 ms added per keep-alive request, checked at "
+        w("Added p50 latency (ms, vs direct) and CPU per request (µs: helper process = proxy, "
+          "plus the sandbox's init, idle on this path; for the relay, the relay process). Target: ≤ 0.5 ms added per keep-alive request, checked at "
           "1 client (with more clients the proxy shares 2 CPUs with the load generator and the upstream).")
         w("")
         w("| path | " + " | ".join(f"{p} × {n}" for p, n in cols) + " |")
@@ -881,11 +882,11 @@ def report(m, st, px, quick):
                 continue
             hv = h["helper"].get("VmRSS", 0) / 1024
             idle_h = f"{idle['helper'].get('VmRSS', 0) / 1024:.1f} MiB" if idle else "–"
-            who = "helper (proxy; bridges idle)" if "only" in label else "helper (proxy + host-side bridge)"
+            who = "helper (proxy)"
             w(f"| {label}: {who}, N = {h['conns']} | {idle_h} | {hv:.1f} MiB | "
               f"{h['helper'].get('Threads', '?')} | ≤ 64 MiB {mark(hv <= 64)} |")
             if h.get("init"):
-                w(f"| {label}: sandbox init (sandbox-side bridge) | {idle['init'].get('VmRSS', 0) / 1024:.1f} MiB | "
+                w(f"| {label}: sandbox init (idle on this path) | {idle['init'].get('VmRSS', 0) / 1024:.1f} MiB | "
                   f"{h['init'].get('VmRSS', 0) / 1024:.1f} MiB | {h['init'].get('Threads', '?')} | |")
         w("")
     if KNOWN:

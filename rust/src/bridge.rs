@@ -160,6 +160,125 @@ pub fn serve_tcp_to_unix(spec: &BridgeSpec) -> io::Result<()> {
     Ok(())
 }
 
+/// Backlog of the proxy's listening sockets in the sandbox: a burst of hundreds of
+/// connections must not be dropped as SYNs.
+#[cfg(target_os = "linux")]
+const PASSED_BACKLOG: i32 = 1024;
+
+/// Sandbox side, for the proxy: listen on loopback `port` here (IPv4, and IPv6 when
+/// available) and hand the listening sockets to the launcher over `socket` (SCM_RIGHTS). The
+/// proxy then accepts the sandbox's connections itself: no byte passes through a bridge. Done
+/// before the command starts; this process keeps no copy.
+#[cfg(target_os = "linux")]
+pub fn pass_listeners(spec: &BridgeSpec) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::os::fd::AsRawFd;
+    let v4 = TcpListener::bind(("127.0.0.1", spec.port))?;
+    let v6 = TcpListener::bind(("::1", spec.port)).ok();
+    let fds: Vec<_> = std::iter::once(&v4)
+        .chain(v6.as_ref())
+        .map(|l| l.as_raw_fd())
+        .collect();
+    let stream = UnixStream::connect(&spec.socket)?;
+    let payload = [b'L'];
+    let sent = sendmsg::<()>(
+        stream.as_raw_fd(),
+        &[io::IoSlice::new(&payload)],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    if sent != payload.len() {
+        return Err(io::Error::other(
+            "short write passing the listening sockets",
+        ));
+    }
+    Ok(())
+}
+
+/// Host side, for the proxy: accept one connection on `socket_path`, take the listening
+/// sockets passed over it, check that each is a listening TCP socket on loopback `port`, and
+/// give them to `adopt`. On a thread of its own; the first connection is the sandbox init's
+/// (made before the command starts), and the socket file is removed after it, so nothing in
+/// the sandbox can pass anything else. Whatever fails, the sandbox is left without a proxy
+/// (connections refused), never with another way out.
+#[cfg(target_os = "linux")]
+///
+/// `bind_path` may be a short `/proc/self/fd/N/…` alias (socket paths are limited to 108
+/// bytes); `real_path` is the file's lasting name, removed after the handover.
+pub fn receive_listeners(
+    bind_path: &Path,
+    real_path: &Path,
+    port: u16,
+    adopt: impl FnOnce(Vec<TcpListener>) + Send + 'static,
+) -> io::Result<()> {
+    let listener = UnixListener::bind(bind_path)?;
+    let path = real_path.to_path_buf();
+    std::thread::Builder::new()
+        .name("agent-sandbox-listeners".into())
+        .stack_size(STACK)
+        .spawn(move || {
+            let received = listener
+                .accept()
+                .and_then(|(s, _)| take_listeners(&s, port));
+            drop(listener);
+            let _ = std::fs::remove_file(&path);
+            if let Ok(listeners) = received {
+                adopt(listeners);
+            }
+        })?;
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn take_listeners(stream: &UnixStream, port: u16) -> io::Result<Vec<TcpListener>> {
+    use nix::sys::socket::{
+        ControlMessageOwned, MsgFlags, SockaddrStorage, getsockname, getsockopt, recvmsg, sockopt,
+    };
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut payload = [0u8; 1];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let mut iov = [io::IoSliceMut::new(&mut payload)];
+    let msg = recvmsg::<()>(
+        stream.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut owned = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            // SAFETY: the kernel just installed these descriptors in this process for us.
+            owned.extend(
+                fds.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    if owned.is_empty() || owned.len() > 2 {
+        return Err(io::Error::other("expected one or two listening sockets"));
+    }
+    let mut out = Vec::new();
+    for fd in owned {
+        let listening = getsockopt(&fd, sockopt::AcceptConn)?;
+        let addr: SockaddrStorage = getsockname(fd.as_raw_fd())?;
+        let ok = match (addr.as_sockaddr_in(), addr.as_sockaddr_in6()) {
+            (Some(a), _) => a.ip().is_loopback() && a.port() == port,
+            (_, Some(a)) => a.ip().is_loopback() && a.port() == port,
+            _ => false,
+        };
+        if !listening || !ok {
+            return Err(io::Error::other(
+                "not a listening loopback socket on the proxy port",
+            ));
+        }
+        // SAFETY: a valid listening socket; raising its backlog has no memory effects.
+        unsafe { libc::listen(fd.as_raw_fd(), PASSED_BACKLOG) };
+        out.push(TcpListener::from(fd));
+    }
+    Ok(out)
+}
+
 /// Ports listening on the host's loopback (or on all addresses) right now, from
 /// `/proc/net/tcp{,6}`: what `allowedLocalPorts = null` bridges.
 pub fn host_listening_ports() -> Vec<u16> {

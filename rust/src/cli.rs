@@ -166,19 +166,25 @@ pub fn small_main(args: &[OsString]) -> i32 {
 pub fn init_main(args: &[OsString]) -> i32 {
     let mut rest = args;
     let mut bridges = Vec::new();
+    let mut passed = Vec::new();
     if rest.first().is_some_and(|a| a == "--own-pgrp") {
         #[cfg(target_os = "linux")]
         crate::linux::init::set_own_process_group(true);
         rest = &rest[1..];
     }
     while let [flag, value, tail @ ..] = rest {
-        if flag != "--bridge" {
-            break;
-        }
+        let list = match flag.to_str() {
+            Some("--bridge") => &mut bridges,
+            Some("--pass") => &mut passed,
+            _ => break,
+        };
         match value.to_str().and_then(crate::bridge::BridgeSpec::parse) {
-            Some(b) => bridges.push(b),
+            Some(b) => list.push(b),
             None => {
-                eprintln!("agent-sandbox: error: bad --bridge {value:?}");
+                eprintln!(
+                    "agent-sandbox: error: bad {} {value:?}",
+                    flag.to_string_lossy()
+                );
                 return EXIT_SETUP;
             }
         }
@@ -186,6 +192,19 @@ pub fn init_main(args: &[OsString]) -> i32 {
     }
     if rest.first().is_some_and(|a| a == "--") {
         rest = &rest[1..];
+    }
+    #[cfg(target_os = "linux")]
+    for p in &passed {
+        if let Err(e) = crate::bridge::pass_listeners(p) {
+            // Fail closed: without its proxy port the sandbox would have no way out at all,
+            // which is safe, but the command would fail in confusing ways; stop here instead.
+            eprintln!(
+                "agent-sandbox: error: cannot hand 127.0.0.1:{} inside the sandbox to the proxy over {}: {e}",
+                p.port,
+                p.socket.display()
+            );
+            return EXIT_SETUP;
+        }
     }
     if let Err(e) = start_sandbox_bridges(&bridges) {
         // Fail closed: a port the sandbox was promised but cannot serve stops the start.
@@ -557,7 +576,7 @@ fn launch(
         Network::Filtered(rules) => Some(start_proxy(plan, rules, session_dir)?),
         _ => None,
     };
-    start_host_bridges(plan, session_dir, proxy.as_ref().map(|p| p.addr))?;
+    start_host_bridges(plan, session_dir, proxy.as_ref())?;
     let prefix = holder
         .as_ref()
         .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
@@ -753,7 +772,7 @@ fn start_proxy(
 fn start_host_bridges(
     plan: &Plan,
     session_dir: &Path,
-    proxy: Option<std::net::SocketAddr>,
+    proxy: Option<&crate::proxy::RunningProxy>,
 ) -> anyhow::Result<()> {
     use crate::plan::BridgeTo;
     use std::os::fd::AsRawFd;
@@ -767,12 +786,26 @@ fn start_host_bridges(
         .with_context(|| format!("cannot open the session directory {}", shared.display()))?;
     for b in &plan.bridges {
         let path = PathBuf::from(format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), b.socket));
-        let target = match b.to {
-            BridgeTo::HostPort(p) => std::net::SocketAddr::from(([127, 0, 0, 1], p)),
-            // Fail closed: no proxy means no way out, never a direct one.
-            BridgeTo::Proxy => proxy.context("internal error: proxy bridge without a proxy")?,
+        let served = match b.to {
+            BridgeTo::HostPort(p) => crate::bridge::serve_unix_to_tcp(
+                &path,
+                std::net::SocketAddr::from(([127, 0, 0, 1], p)),
+            ),
+            BridgeTo::Proxy => {
+                // Fail closed: no proxy means no way out, never a direct one.
+                let adopter = proxy
+                    .and_then(|p| p.adopter())
+                    .context("internal error: proxy bridge without a proxy")?;
+                // The init passes its listening sockets out; the proxy accepts on them.
+                let real = shared.join(&b.socket);
+                crate::bridge::receive_listeners(&path, &real, b.inside_port, move |listeners| {
+                    for l in listeners {
+                        let _ = adopter.adopt(l);
+                    }
+                })
+            }
         };
-        crate::bridge::serve_unix_to_tcp(&path, target).with_context(|| {
+        served.with_context(|| {
             format!(
                 "cannot create the bridge socket {}",
                 shared.join(&b.socket).display()

@@ -88,16 +88,20 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
     };
     let _ = writeln!(s, "host loopback ports: {ports}");
     for b in &plan.bridges {
-        let to = match b.to {
-            crate::plan::BridgeTo::Proxy => "the filtering proxy".to_string(),
-            crate::plan::BridgeTo::HostPort(p) => format!("host 127.0.0.1:{p}"),
+        let _ = match b.to {
+            crate::plan::BridgeTo::Proxy => writeln!(
+                s,
+                "  proxy   127.0.0.1:{} (inside; the listening socket is handed to the proxy over {})",
+                b.inside_port,
+                b.inside_socket().display()
+            ),
+            crate::plan::BridgeTo::HostPort(p) => writeln!(
+                s,
+                "  bridge  127.0.0.1:{} (inside) -> {} -> host 127.0.0.1:{p}",
+                b.inside_port,
+                b.inside_socket().display()
+            ),
         };
-        let _ = writeln!(
-            s,
-            "  bridge  127.0.0.1:{} (inside) -> {} -> {to}",
-            b.inside_port,
-            b.inside_socket().display()
-        );
     }
     for w in &plan.warnings {
         let _ = writeln!(s, "warning: {w}");

@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 
-use crate::plan::{HOSTNAME, INIT_PATH, Mount, Network, Plan};
+use crate::plan::{BridgeTo, HOSTNAME, INIT_PATH, Mount, Network, Plan};
 
 /// Namespace and hardening flags, in the order emitted.
 fn base_flags(plan: &Plan) -> Vec<OsString> {
@@ -70,7 +70,12 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
         a.push("--own-pgrp".into());
     }
     for b in &plan.bridges {
-        a.push("--bridge".into());
+        // The proxy's port: the init passes its listening sockets to the proxy. Host ports:
+        // the init bridges each connection to the launcher's socket.
+        a.push(match b.to {
+            BridgeTo::Proxy => "--pass".into(),
+            BridgeTo::HostPort(_) => "--bridge".into(),
+        });
         a.push(format!("{}={}", b.inside_port, b.inside_socket().display()).into());
     }
     a.push("--".into());
@@ -202,6 +207,48 @@ mod tests {
         }
         let open = argv(&plan(Network::Open));
         assert!(!open.iter().any(|x| x == "--unshare-net"));
+    }
+
+    /// The proxy's port is passed out as listening sockets (`--pass`), host ports are bridged
+    /// (`--bridge`); the small init binary takes no `__init`; `--own-pgrp` comes first.
+    #[test]
+    fn init_tail_with_bridges_and_the_small_init() {
+        let mut p = plan(Network::Filtered(BTreeMap::from([(
+            "example.com".to_string(),
+            None,
+        )])));
+        p.init_is_helper = false;
+        p.own_process_group = true;
+        p.bridges = vec![
+            crate::plan::Bridge {
+                inside_port: 3128,
+                socket: "proxy.sock".into(),
+                to: BridgeTo::Proxy,
+            },
+            crate::plan::Bridge {
+                inside_port: 5432,
+                socket: "port-5432.sock".into(),
+                to: BridgeTo::HostPort(5432),
+            },
+        ];
+        let a = argv(&p);
+        let i = a.iter().position(|x| x == INIT_PATH).unwrap();
+        assert_eq!(
+            strs(&a[i - 1..]),
+            [
+                "--",
+                "/run/agent-sandbox/agent-sandbox",
+                "--own-pgrp",
+                "--pass",
+                "3128=/run/agent-sandbox/session/proxy.sock",
+                "--bridge",
+                "5432=/run/agent-sandbox/session/port-5432.sock",
+                "--",
+                "claude",
+                "--yolo",
+                "a b\n'c'",
+            ]
+        );
     }
 
     #[test]

@@ -146,9 +146,33 @@ pub struct RunningProxy {
     /// The session CA certificate (PEM, no key) for the sandbox's trust bundle.
     pub ca_pem: String,
     shared: Arc<server::Shared>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
     stopped: Option<std::sync::mpsc::Receiver<()>>,
     runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// Hands more listening sockets to a running proxy (see [`RunningProxy::adopter`]).
+#[derive(Clone)]
+pub struct Adopter {
+    handle: tokio::runtime::Handle,
+    shared: Arc<server::Shared>,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Adopter {
+    /// The proxy serves connections accepted on `listener` too, until it stops.
+    pub fn adopt(&self, listener: std::net::TcpListener) -> std::io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let _context = self.handle.enter();
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        self.handle.spawn(server::accept_loop(
+            listener,
+            self.shared.clone(),
+            self.stop.clone(),
+            None,
+        ));
+        Ok(())
+    }
 }
 
 /// Start the proxy on its own runtime (two worker threads) and return once it listens.
@@ -220,13 +244,13 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
         slots: Arc::new(Semaphore::new(config.limits.max_connections)),
         limits: config.limits,
     });
-    let (stop, stop_rx) = tokio::sync::oneshot::channel();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let (stopped_tx, stopped) = std::sync::mpsc::channel();
     runtime.spawn(server::accept_loop(
         listener,
         shared.clone(),
         stop_rx,
-        stopped_tx,
+        Some(stopped_tx),
     ));
     Ok(RunningProxy {
         addr,
@@ -239,6 +263,16 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
 }
 
 impl RunningProxy {
+    /// A handle that gives the proxy more listening sockets (the ones the sandbox's init
+    /// creates on its own loopback and passes out).
+    pub fn adopter(&self) -> Option<Adopter> {
+        Some(Adopter {
+            handle: self.runtime.as_ref()?.handle().clone(),
+            shared: self.shared.clone(),
+            stop: self.stop.as_ref()?.subscribe(),
+        })
+    }
+
     /// What was blocked so far (the proxy keeps running).
     pub fn summary(&self) -> Summary {
         self.shared.events.summary()
@@ -252,7 +286,7 @@ impl RunningProxy {
 
     fn stop_now(&mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(true);
             // Wait (briefly) until the listener is closed, so the port is free on return.
             if let Some(stopped) = self.stopped.take() {
                 let _ = stopped.recv_timeout(Duration::from_secs(2));

@@ -67,15 +67,25 @@ struct Conn {
     activity: Activity,
 }
 
+/// Accepts on `listener` until `stop` turns true (or its sender is gone); then closes the
+/// listener and reports on `stopped`, if given.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-    stopped: std::sync::mpsc::Sender<()>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    stopped: Option<std::sync::mpsc::Sender<()>>,
 ) {
+    let stopping = async move {
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::pin!(stopping);
     loop {
         tokio::select! {
-            _ = &mut stop => break,
+            _ = &mut stopping => break,
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => {
                     let _ = tcp.set_nodelay(true);
@@ -95,7 +105,9 @@ pub(crate) async fn accept_loop(
         }
     }
     drop(listener);
-    let _ = stopped.send(());
+    if let Some(stopped) = stopped {
+        let _ = stopped.send(());
+    }
 }
 
 async fn refuse_busy(mut tcp: TcpStream) {

@@ -468,3 +468,23 @@ fn open_mode_blocks_host_addresses_that_appear_later() {
         "a host address added during the session was reachable: {out}"
     );
 }
+
+/// The proxy port inside is a listening socket the init created and handed to the proxy over
+/// a Unix socket; that socket is gone once the handover is done, so nothing in the sandbox can
+/// hand the proxy sockets of its own, and the proxy still answers on 127.0.0.1 inside.
+#[test]
+fn filtered_mode_hands_its_proxy_port_over_once() {
+    let f = Fixture::new();
+    let o = run(f.sh(
+        &["--allow-domain", "example.invalid"],
+        "s=/run/agent-sandbox/session/proxy.sock; \
+         for i in $(seq 200); do [ -e $s ] || break; sleep 0.01; done; \
+         [ -e $s ] && echo HANDOFF-SOCKET-LEFT; \
+         curl -s -m 5 --unix-socket $s http://x/ >/dev/null; echo unix=$?; \
+         curl -s -m 5 -o /dev/null -w 'proxy=%{http_code}\\n' http://denied.invalid/",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stdout.contains("HANDOFF-SOCKET-LEFT"), "{o:?}");
+    assert!(o.stdout.contains("unix=7\n"), "{o:?}");
+    assert!(o.stdout.contains("proxy=403\n"), "{o:?}");
+}
