@@ -390,7 +390,9 @@ def startup(ctx):
             times.update(hyperfine(ctx, slow, rounds=1, warmup=0, runs=1))
     else:
         # Many short rounds in alternating order: a burst of other load hits every row alike.
-        times.update(hyperfine(ctx, fast, rounds=8, warmup=1, runs=4))
+        # Three warm-up runs per row and round: the rows in between (100,000-file trees,
+        # pasta) evict the caches, and a row measured right after them would pay for that.
+        times.update(hyperfine(ctx, fast, rounds=6, warmup=3, runs=8))
         if slow:
             times.update(hyperfine(ctx, slow, rounds=3, warmup=0, runs=2))
     stats = {}
@@ -739,7 +741,7 @@ def report(m, st, px, quick):
             ("2", "filesystem only, host-system (`--no-network`)", "fs", ("fs", "bare:fs"), 1.3),
             ("1b", "bare bwrap, 1,000-path closure mounts (floor)", "bare:closure-1000", None, ""),
             ("2b", "filesystem only, 1,000-path closure", "closure-1000", ("closure-1000", "bare:closure-1000"), 1.3),
-            ("3", "filtered (`--allow-domain example.com`: proxy, CA, bridge)", "filtered", ("filtered", "bare:fs"), 2.0),
+            ("3", "filtered (`--allow-domain example.com`: proxy, CA, proxy port handover)", "filtered", ("filtered", "bare:fs"), 2.0),
             ("4f", "pasta alone: userns + netns, attach, `true`, stop (floor)", "pasta-floor", None, ""),
             ("4", "open (pasta)", "open", ("open", "bare:fs"), None),
         ]
@@ -761,7 +763,8 @@ def report(m, st, px, quick):
             w("")
         runs = sorted({x["runs"] for x in s.values()})
         w(f"Runs per row: {', '.join(map(str, runs))} (hyperfine calls of all rows in alternating order: "
-          f"{'1' if quick else '8'} for rows under 0.4 s, {'1' if quick else '3'} for slower ones; pooled).")
+          f"{'1' if quick else '6'} for rows under 0.4 s, each after {'no' if quick else '3'} warm-up runs, "
+          f"{'1' if quick else '3'} for slower ones; pooled).")
         w("")
         w("**Scaling** (filesystem only; each next to bare bwrap with the same mounts)")
         w("")

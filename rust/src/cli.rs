@@ -118,7 +118,7 @@ pub fn main() -> i32 {
     }
     #[cfg(target_os = "linux")]
     match args.get(1).and_then(|a| a.to_str()) {
-        Some("__netns-hold") => return crate::linux::netns::hold_main(&args[2..]),
+        Some("__hold") => return crate::linux::netns::hold_main(&args[2..]),
         Some("__enter") => return crate::linux::netns::enter_main(&args[2..]),
         _ => {}
     }
@@ -154,7 +154,7 @@ pub fn main() -> i32 {
 pub fn small_main(args: &[OsString]) -> i32 {
     #[cfg(target_os = "linux")]
     match args.first().and_then(|a| a.to_str()) {
-        Some("__netns-hold") => return crate::linux::netns::hold_main(&args[1..]),
+        Some("__hold") => return crate::linux::netns::hold_main(&args[1..]),
         Some("__enter") => return crate::linux::netns::enter_main(&args[1..]),
         _ => {}
     }
@@ -468,6 +468,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let bwrap = find_bwrap()?;
     let mut plan = plan;
     let identity = plan::share_identity_files(&mut plan, &base, &session_dir);
+    let staging = plan::stage_closure(&mut plan);
     plan.own_process_group = !foreground_of_a_terminal();
     let argv = crate::linux::bwrap::argv(&plan);
     // bubblewrap refuses more than 9000 arguments with a message that reads like a namespace
@@ -481,6 +482,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     if a.dry_run {
         print!("{}", report::render(&plan, &bwrap.to_string_lossy(), &argv));
+        if let Some(st) = &staging {
+            println!("{}", staging_note(st));
+        }
         return Ok(0);
     }
 
@@ -503,12 +507,28 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The logs and the rotation of old sessions are written while bwrap sets the sandbox up:
     // nothing inside reads them, and they would otherwise add to every start.
     let mut after_spawn = || {
-        if let Err(e) = write_launch_logs(&dir, &plan, &bwrap, &argv) {
+        if let Err(e) = write_launch_logs(&dir, &plan, staging.as_ref(), &bwrap, &argv) {
             eprintln!("agent-sandbox: warning: {}", one_line(&e));
         }
         session::rotate(&base, session::KEEP_SESSIONS, &name);
     };
-    launch(&plan, &dir, &bwrap, &argv, &mut after_spawn)
+    launch(
+        &plan,
+        staging.as_ref(),
+        &dir,
+        &bwrap,
+        &argv,
+        &mut after_spawn,
+    )
+}
+
+/// The `--dry-run` / launch.log line for a staged closure.
+fn staging_note(st: &plan::Staging) -> String {
+    format!(
+        "closure: {} paths in {} staged by the namespace holder (a tmpfs holding only them, bound once, read-only)",
+        st.names.len(),
+        st.dir.display()
+    )
 }
 
 /// The small init binary installed beside the helper (cargo and Nix install both), if it is
@@ -525,6 +545,7 @@ fn init_beside(helper_exe: &Path) -> Option<PathBuf> {
 fn write_launch_logs(
     dir: &Path,
     plan: &Plan,
+    staging: Option<&plan::Staging>,
     bwrap: &Path,
     argv: &[OsString],
 ) -> anyhow::Result<()> {
@@ -538,17 +559,19 @@ fn write_launch_logs(
             .collect::<Vec<_>>(),
     )?;
     session::write_file(dir, "argv.json", argv_json.as_bytes())?;
-    session::write_file(
-        dir,
-        "launch.log",
-        report::render(plan, &bwrap.to_string_lossy(), argv).as_bytes(),
-    )?;
+    let mut log = report::render(plan, &bwrap.to_string_lossy(), argv);
+    if let Some(st) = staging {
+        log.push_str(&staging_note(st));
+        log.push('\n');
+    }
+    session::write_file(dir, "launch.log", log.as_bytes())?;
     Ok(())
 }
 
 #[cfg(target_os = "linux")]
 fn launch(
     plan: &Plan,
+    staging: Option<&plan::Staging>,
     session_dir: &Path,
     bwrap: &Path,
     argv: &[OsString],
@@ -558,18 +581,21 @@ fn launch(
     use crate::linux::supervise::{Outcome, supervise};
     // Open mode: the sandbox gets its own network namespace with user-mode networking and
     // the host cut off; the holder keeps that namespace alive until we return.
-    let holder = match plan.network {
-        Network::Open => {
-            let helper =
-                std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
-            // The holder and the namespace entry: the small binary when it is installed.
-            let exe = init_beside(&helper).unwrap_or(helper);
-            Some((
-                netns::setup(&exe, session_dir, plan.dns_forward.as_deref())?,
-                exe,
-            ))
-        }
-        _ => None,
+    // A large closure is staged in the holder's mount namespace, in any network mode.
+    let open = plan.network == Network::Open;
+    let holder = if open || staging.is_some() {
+        let helper =
+            std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
+        // The holder and the namespace entry: the small binary when it is installed.
+        let exe = init_beside(&helper).unwrap_or(helper);
+        let opts = netns::HolderOptions {
+            net: open,
+            dns_forward: plan.dns_forward.as_deref(),
+            stage: staging,
+        };
+        Some((netns::setup(&exe, session_dir, &opts)?, exe))
+    } else {
+        None
     };
     // Filtered mode: the per-session proxy, reachable only through its bridge.
     let proxy = match &plan.network {
@@ -606,6 +632,7 @@ fn launch(
 #[cfg(not(target_os = "linux"))]
 fn launch(
     _plan: &Plan,
+    _staging: Option<&plan::Staging>,
     _dir: &Path,
     _bwrap: &Path,
     _argv: &[OsString],

@@ -130,6 +130,7 @@ mod tests {
             dns_forward: None,
             bridges: vec![],
             own_process_group: false,
+            closure: vec![],
             init_is_helper: true,
             upstream_ca_files: vec![],
             ca_bundle_source: None,
@@ -249,6 +250,85 @@ mod tests {
                 "a b\n'c'",
             ]
         );
+    }
+
+    /// A plan whose closure is `n` store paths (the first being abc-bash) plus /lib.
+    fn closure_plan(n: usize) -> Plan {
+        let mut p = plan(Network::Blocked);
+        let mut paths: Vec<PathBuf> = vec!["/nix/store/abc-bash".into()];
+        paths.extend((1..n).map(|i| PathBuf::from(format!("/nix/store/h{i:03}-pkg"))));
+        let extra: Vec<Mount> = paths[1..]
+            .iter()
+            .chain([PathBuf::from("/lib")].iter())
+            .map(|q| Mount::RoBind {
+                src: q.clone(),
+                dest: q.clone(),
+            })
+            .collect();
+        p.mounts.splice(1..1, extra);
+        paths.push("/lib".into());
+        p.closure = paths;
+        p
+    }
+
+    #[test]
+    fn a_large_closure_becomes_one_recursive_bind_of_the_staged_store() {
+        let n = crate::plan::STAGE_MIN_PATHS;
+        let mut p = closure_plan(n);
+        let staging = crate::plan::stage_closure(&mut p).expect("staged");
+        assert_eq!(staging.dir, PathBuf::from("/nix/store"));
+        assert_eq!(staging.names.len(), n);
+        assert_eq!(staging.names[0], "abc-bash");
+        assert_eq!(staging.names[n - 1], format!("h{:03}-pkg", n - 1).as_str());
+        let a = argv(&p);
+        let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
+        assert_eq!(
+            strs(&a[i + 1..i + 13]),
+            [
+                "--ro-bind",
+                "/nix/store",
+                "/nix/store",
+                "--ro-bind",
+                "/lib",
+                "/lib",
+                "--symlink",
+                "/nix/store/abc-bash/bin/sh",
+                "/bin/sh",
+                "--proc",
+                "/proc",
+                "--dev",
+            ]
+        );
+        assert!(!a.iter().any(|x| x.to_string_lossy().contains("-pkg")));
+    }
+
+    #[test]
+    fn small_closures_allow_nix_and_foreign_binds_are_not_staged() {
+        let mut small = closure_plan(crate::plan::STAGE_MIN_PATHS - 1);
+        let before = small.clone();
+        assert_eq!(crate::plan::stage_closure(&mut small), None);
+        assert_eq!(small, before);
+        // A declared path inside the store directory: staging would hide it.
+        let mut foreign = closure_plan(40);
+        foreign.mounts.push(Mount::Bind {
+            src: "/nix/store/zzz-state".into(),
+            dest: "/nix/store/zzz-state".into(),
+        });
+        let before = foreign.clone();
+        assert_eq!(crate::plan::stage_closure(&mut foreign), None);
+        assert_eq!(foreign, before);
+        // allowNix: the whole store is bound instead of the closure paths.
+        let mut nix = closure_plan(40);
+        nix.mounts
+            .retain(|m| !matches!(m, Mount::RoBind { dest, .. } if dest.starts_with("/nix/store")));
+        nix.mounts.insert(
+            0,
+            Mount::RoBind {
+                src: "/nix/store".into(),
+                dest: "/nix/store".into(),
+            },
+        );
+        assert_eq!(crate::plan::stage_closure(&mut nix), None);
     }
 
     #[test]

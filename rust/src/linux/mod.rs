@@ -13,6 +13,8 @@ pub mod seccomp;
 #[cfg(target_os = "linux")]
 pub mod splice;
 #[cfg(target_os = "linux")]
+pub mod stage;
+#[cfg(target_os = "linux")]
 pub mod supervise;
 
 /// Helpers for tests that need a process of their own: signal masks, seccomp filters and

@@ -1,9 +1,12 @@
 //! Open network mode: the internet without the host.
 //!
-//! The launcher starts a small holder process (`agent-sandbox __netns-hold`) that creates a user
+//! The launcher starts a small holder process (`agent-sandbox __hold`) that creates a user
 //! and network namespace, then attaches pasta (user-mode networking) to it by PID with host
 //! loopback mapping off, makes every address of the host unreachable inside the namespace, and
 //! finally runs bwrap inside it through `agent-sandbox __enter PID -- bwrap …`.
+//!
+//! The same holder, with a mount namespace, stages large closures ([`super::stage`]), in any
+//! network mode.
 //!
 //! Why this shape: pasta started as root cannot map users itself, and Debian 12's pasta leaves
 //! the host's /proc mounted when it spawns the command, which breaks bwrap. Creating the
@@ -193,20 +196,52 @@ impl Drop for Holder {
     }
 }
 
-/// Create the namespace, attach pasta, cut the host off. On success the returned holder keeps
-/// the namespace alive; run bwrap inside with [`enter_prefix`]. `entry_exe` runs the holder
-/// (`__netns-hold`): the small `agent-sandbox-init`, or the helper itself.
-pub fn setup(entry_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) -> Result<Holder> {
-    let pasta = find_tool("AGENT_SANDBOX_PASTA", &["pasta"]).ok_or(NetnsError::NoPasta)?;
-    let ip = find_tool("AGENT_SANDBOX_IP", &["ip"]).ok_or(NetnsError::NoIp)?;
+/// What the holder sets up besides its user namespace.
+pub struct HolderOptions<'a> {
+    /// Open network mode: a network namespace with pasta, the host cut off.
+    pub net: bool,
+    /// Open mode: the address inside that pasta forwards to the host's resolver.
+    pub dns_forward: Option<&'a str>,
+    /// A mount namespace with this directory staged (large closures).
+    pub stage: Option<&'a crate::plan::Staging>,
+}
+
+/// Create the namespaces; in open mode attach pasta and cut the host off; stage a large
+/// closure. On success the returned holder keeps the namespaces alive; run bwrap inside with
+/// [`enter_prefix`]. `entry_exe` runs the holder (`__hold`): the small `agent-sandbox-init`,
+/// or the helper itself.
+pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> Result<Holder> {
+    let tools = if opts.net {
+        Some((
+            find_tool("AGENT_SANDBOX_PASTA", &["pasta"]).ok_or(NetnsError::NoPasta)?,
+            find_tool("AGENT_SANDBOX_IP", &["ip"]).ok_or(NetnsError::NoIp)?,
+        ))
+    } else {
+        None
+    };
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
     let mut cmd = Command::new(entry_exe);
-    cmd.arg("__netns-hold")
+    cmd.arg("__hold")
         .arg(uid.to_string())
         .arg(gid.to_string())
-        .args(host_addresses().iter().map(|a| a.to_string()))
-        .stdin(Stdio::piped())
+        .arg(if opts.net { "net" } else { "-" });
+    match opts.stage {
+        Some(st) => {
+            let list = session_dir.join("staged-closure");
+            std::fs::write(&list, super::stage::encode_names(&st.names)).map_err(|e| {
+                NetnsError::Namespace(format!("cannot write {}: {e}", list.display()))
+            })?;
+            cmd.arg(&st.dir).arg(list);
+        }
+        None => {
+            cmd.args(["-", "-"]);
+        }
+    }
+    if opts.net {
+        cmd.args(host_addresses().iter().map(|a| a.to_string()));
+    }
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // The holder must not outlive the launcher.
@@ -239,6 +274,9 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) ->
             }
         };
     expect(READY, NetnsError::Namespace, &mut holder)?;
+    let Some((pasta, ip)) = tools else {
+        return Ok(holder);
+    };
 
     let log = session_dir.join("pasta.log");
     let pid_file = session_dir.join("pasta.pid");
@@ -249,7 +287,7 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, dns_forward: Option<&str>) ->
             as_root,
             &log,
             &pid_file,
-            dns_forward,
+            opts.dns_forward,
         ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -340,31 +378,63 @@ fn write_proc(path: &str, contents: &str) -> std::result::Result<(), String> {
     std::fs::write(path, contents).map_err(|e| format!("cannot write {path}: {e}"))
 }
 
-/// `agent-sandbox __netns-hold UID GID ADDR…` — runs in the holder process.
+/// `agent-sandbox __hold UID GID NET STAGE-DIR STAGE-LIST ADDR…` — runs in the holder
+/// process. `NET` is `net` (own network namespace, pasta, the host's ADDRs cut off) or `-`;
+/// `STAGE-DIR STAGE-LIST` name the directory to stage and the file listing its entries
+/// ([`super::stage`]), or are `-`.
 pub fn hold_main(args: &[OsString]) -> i32 {
     let fail = |msg: String| {
         eprintln!("{msg}");
         1
     };
-    let [uid, gid, addrs @ ..] = args else {
-        return fail("usage: __netns-hold UID GID ADDR…".into());
+    let [uid, gid, net, stage_dir, stage_list, addrs @ ..] = args else {
+        return fail("usage: __hold UID GID net|- STAGE-DIR|- STAGE-LIST|- ADDR…".into());
     };
     let (uid, gid) = (uid.to_string_lossy(), gid.to_string_lossy());
-    if let Err(e) = unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET) {
-        return fail(format!("unshare(user, net) failed: {e}"));
+    let net = net == "net";
+    let stage = (stage_dir != "-").then(|| (Path::new(stage_dir), Path::new(stage_list)));
+    let mut flags = CloneFlags::CLONE_NEWUSER;
+    if net {
+        flags |= CloneFlags::CLONE_NEWNET;
     }
-    // Map ourselves to root of the new namespace: the holder configures routes, and bwrap,
-    // entering later, maps the sandbox user back to the caller's uid.
+    if stage.is_some() {
+        flags |= CloneFlags::CLONE_NEWNS;
+    }
+    if let Err(e) = unshare(flags) {
+        return fail(format!("unshare({flags:?}) failed: {e}"));
+    }
+    // Map ourselves to root of the new namespace: the holder configures routes and mounts,
+    // and bwrap, entering later, maps the sandbox user back to the caller's uid.
     let maps = write_proc("/proc/self/setgroups", "deny")
         .and_then(|_| write_proc("/proc/self/uid_map", &format!("0 {uid} 1")))
         .and_then(|_| write_proc("/proc/self/gid_map", &format!("0 {gid} 1")));
     if let Err(e) = maps {
         return fail(e);
     }
+    if let Some((dir, list)) = stage {
+        let staged = std::fs::read(list)
+            .map_err(|e| format!("cannot read the staging list {}: {e}", list.display()))
+            .and_then(|bytes| super::stage::decode_names(&bytes))
+            .and_then(|names| super::stage::stage(dir, &names));
+        if let Err(e) = staged {
+            return fail(format!(
+                "cannot stage the closure in {}: {e}",
+                dir.display()
+            ));
+        }
+    }
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{READY}");
     let _ = out.flush();
     let stdin = std::io::stdin();
+    if !net {
+        // Hold the namespaces until the launcher closes our stdin (or dies).
+        let mut rest = String::new();
+        while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
+            rest.clear();
+        }
+        return 0;
+    }
     let mut line = String::new();
     // Addresses the watcher reports before "go" are blocked together with the snapshot.
     let mut early: Vec<IpAddr> = Vec::new();
@@ -420,7 +490,8 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     0
 }
 
-/// `agent-sandbox __enter PID -- PROGRAM ARGS…` — join PID's user and network namespaces, exec.
+/// `agent-sandbox __enter PID -- PROGRAM ARGS…` — join the holder PID's user namespace and
+/// whichever of its mount and network namespaces differ from ours, then exec.
 pub fn enter_main(args: &[OsString]) -> i32 {
     let (pid, rest) = match args {
         [pid, sep, rest @ ..] if sep == "--" && !rest.is_empty() => (pid, rest),
@@ -430,21 +501,35 @@ pub fn enter_main(args: &[OsString]) -> i32 {
         }
     };
     let pid = pid.to_string_lossy();
+    // Joining a mount namespace moves the working directory to its root: come back after.
+    let cwd = std::env::current_dir().ok();
     for (ns, flag) in [
         ("user", CloneFlags::CLONE_NEWUSER),
+        ("mnt", CloneFlags::CLONE_NEWNS),
         ("net", CloneFlags::CLONE_NEWNET),
     ] {
         let path = format!("/proc/{pid}/ns/{ns}");
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).ok();
+        if ns != "user" && ours.is_some() && std::fs::read_link(&path).ok() == ours {
+            continue;
+        }
         let r = std::fs::File::open(&path)
             .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
             .and_then(|f| setns(f.as_fd(), flag));
         if let Err(e) = r {
-            // Fail closed: never run bwrap in the host's network namespace by accident.
-            eprintln!(
-                "agent-sandbox: error: cannot join the sandbox network namespace {path}: {e}"
-            );
+            // Fail closed: never run bwrap in the host's namespaces by accident.
+            eprintln!("agent-sandbox: error: cannot join the sandbox's namespace {path}: {e}");
             return 125;
         }
+    }
+    if let Some(cwd) = cwd
+        && let Err(e) = std::env::set_current_dir(&cwd)
+    {
+        eprintln!(
+            "agent-sandbox: error: cannot return to {} in the sandbox's namespace: {e}",
+            cwd.display()
+        );
+        return 125;
     }
     let err = Command::new(&rest[0]).args(&rest[1..]).exec();
     eprintln!(

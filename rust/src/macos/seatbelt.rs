@@ -1000,6 +1000,7 @@ mod tests {
             dns_forward: None,
             bridges,
             own_process_group: false,
+            closure: vec![],
             init_is_helper: true,
             upstream_ca_files: vec![],
             ca_bundle_source: None,

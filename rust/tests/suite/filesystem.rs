@@ -366,3 +366,120 @@ fn host_system_mode_exposes_programs_and_no_secrets() {
         eprintln!("NOTE host_system_mode: the host has no /etc/shadow; the check is weaker");
     }
 }
+
+/// A closure too large for one bind per path is staged by the namespace holder: inside, the
+/// store directory holds exactly the closure's entries (directories, a file, a symlink), read
+/// only, and nothing else of the real directory; the launch says so, and bwrap gets one bind.
+/// In every network mode (open mode joins the same holder's network namespace).
+#[test]
+fn a_large_closure_shows_exactly_its_paths_read_only() {
+    let f = Fixture::new();
+    // Not under /tmp: the sandbox mounts its own /tmp over it.
+    let base = tempfile::Builder::new()
+        .prefix("as-store.")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let store = std::fs::canonicalize(base.path()).unwrap().join("store");
+    let tools = store.join("00000000000000000000000000000000-tools");
+    std::fs::create_dir_all(tools.join("bin")).unwrap();
+    for b in ["sh", "ls", "cat", "touch", "readlink", "wc", "env"] {
+        let src = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(b))
+            .find(|p| p.exists())
+            .unwrap();
+        std::fs::copy(
+            std::fs::canonicalize(src).unwrap(),
+            tools.join("bin").join(b),
+        )
+        .unwrap();
+    }
+    let mut closure = vec![tools.clone()];
+    for p in ["/lib", "/lib64", "/usr/lib"] {
+        if std::path::Path::new(p).exists() {
+            closure.push(p.into());
+        }
+    }
+    for i in 0..40 {
+        let p = store.join(format!("{:032x}-pkg{i}", i * 7919));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("data"), format!("pkg{i}")).unwrap();
+        closure.push(p);
+    }
+    let file = store.join("11111111111111111111111111111111-a.patch");
+    std::fs::write(&file, "patch").unwrap();
+    let link = store.join("22222222222222222222222222222222-link");
+    let pkg0 = closure
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with("-pkg0"))
+        .unwrap()
+        .clone();
+    std::os::unix::fs::symlink(&pkg0, &link).unwrap();
+    closure.push(file.clone());
+    closure.push(link.clone());
+    let hidden = store.join("33333333333333333333333333333333-secret");
+    std::fs::create_dir_all(&hidden).unwrap();
+    std::fs::write(hidden.join("data"), "secret").unwrap();
+    let spec = f.write(
+        "closure.json",
+        &serde_json::json!({
+            "version": 1,
+            "closure": closure,
+            "path": [tools.join("bin")],
+        })
+        .to_string(),
+    );
+    let spec = spec.to_str().unwrap();
+    let dry = ok({
+        let mut c = f.cmd();
+        c.args([
+            "run",
+            "--no-network",
+            "--spec",
+            spec,
+            "--dry-run",
+            "--",
+            "true",
+        ]);
+        c
+    });
+    assert!(
+        dry.contains(&format!("closure: 43 paths in {} staged", store.display())),
+        "{dry}"
+    );
+    let argv = dry.lines().find(|l| l.starts_with("bwrap argv:")).unwrap();
+    let one_bind = format!("--ro-bind {0} {0} ", store.display());
+    assert_eq!(argv.matches(&one_bind).count(), 1, "{argv}");
+    assert!(!argv.contains("-pkg"), "{argv}");
+
+    let s = store.display();
+    let script = format!(
+        "ls {s} | wc -l; cat {s}/*-pkg7/data; echo; cat {s}/*-a.patch; echo; \
+         readlink {s}/*-link; \
+         ls {s}/*-secret 2>/dev/null || echo SECRET-HIDDEN; \
+         touch {s}/*-pkg7/new 2>/dev/null || echo PKG-RO; \
+         touch {s}/new 2>/dev/null || echo DIR-RO"
+    );
+    let mut modes: Vec<&[&str]> = vec![&["--no-network"], &["--allow-domain", "example.invalid"]];
+    if std::path::Path::new("/dev/net/tun").exists() {
+        modes.push(&[]);
+    }
+    for mode in modes {
+        let mut c = f.cmd();
+        c.arg("run")
+            .args(mode)
+            .args(["--spec", spec, "--", "sh", "-c", &script]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{mode:?}: {o:?}");
+        assert_eq!(
+            o.stdout,
+            format!(
+                "43\npkg7\npatch\n{}\nSECRET-HIDDEN\nPKG-RO\nDIR-RO\n",
+                pkg0.display()
+            ),
+            "{mode:?}: {o:?}"
+        );
+    }
+    // The host's view is untouched.
+    assert!(hidden.join("data").exists());
+}
