@@ -901,6 +901,10 @@ pub struct Staging {
     pub dir: PathBuf,
     /// The closure's entries in `dir`, each bound there from the real one.
     pub names: Vec<OsString>,
+    /// Where the holder also binds the real `dir` (outside everything the sandbox sees), when
+    /// a bind takes its source from outside the closure in `dir`: the init binary of a helper
+    /// installed in the store.
+    pub real: Option<PathBuf>,
 }
 
 /// From this many closure paths in one directory on, they are staged (see [`stage_closure`]).
@@ -912,11 +916,14 @@ pub const STAGE_MIN_PATHS: usize = 24;
 /// and 3,000 paths exceed its argument limit. Instead the namespace holder (a user + mount
 /// namespace of its own) covers the directory holding most of the closure (`/nix/store`) with
 /// a tmpfs and binds each closure path into it, and bwrap, run inside the holder's namespaces,
-/// binds that directory once, recursively and read-only: the same view, at a cost linear in
-/// the closure. Rewrites the plan's binds of those paths into that one bind; `None` (nothing
-/// changed) for small closures, allowNix (the whole store is bound anyway), or when another
-/// bind lies in that directory.
-pub fn stage_closure(plan: &mut Plan) -> Option<Staging> {
+/// binds that directory once, recursively and read-only: the same view. That bind comes last,
+/// so bwrap's other binds read a mount table without the staged copies.
+///
+/// Rewrites the plan: the closure paths' binds become that one bind; other binds whose source
+/// lies in the directory outside the closure read it from `real_view` (see [`Staging::real`]).
+/// `None` (nothing changed) for small closures, allowNix (the whole store is bound anyway),
+/// or when something else is mounted in or over the directory.
+pub fn stage_closure(plan: &mut Plan, real_view: &Path) -> Option<Staging> {
     let mut by_dir: BTreeMap<&Path, Vec<&Path>> = BTreeMap::new();
     for p in &plan.closure {
         if let Some(parent) = p.parent().filter(|d| *d != Path::new("/")) {
@@ -929,46 +936,68 @@ pub fn stage_closure(plan: &mut Plan) -> Option<Staging> {
     }
     let dir = dir.to_path_buf();
     let children: Vec<PathBuf> = children.into_iter().map(Path::to_path_buf).collect();
-    let is_child_bind = |m: &Mount| matches!(m, Mount::RoBind { src, dest } if src == dest && children.contains(src));
+    // A set: every mount is checked against it (a list made this quadratic).
+    let child_set: std::collections::HashSet<&Path> =
+        children.iter().map(PathBuf::as_path).collect();
+    let is_child_bind = |m: &Mount| matches!(m, Mount::RoBind { src, dest } if src == dest && child_set.contains(src.as_path()));
     // Every child must still be bound on its own (allowNix replaced them with the whole
-    // store), and nothing else may come from, or go to, inside the directory.
+    // store), and nothing else may be mounted in or over the directory.
     if plan.mounts.iter().filter(|m| is_child_bind(m)).count() != children.len() {
         return None;
     }
     let inside = |p: &Path| p.starts_with(&dir);
-    let other = plan
+    let conflict = plan
         .mounts
         .iter()
         .filter(|m| !is_child_bind(m))
         .any(|m| match m {
-            Mount::RoBind { src, dest } | Mount::Bind { src, dest } => inside(src) || inside(dest),
+            Mount::RoBind { dest, .. } | Mount::Bind { dest, .. } | Mount::Symlink { dest, .. } => {
+                inside(dest)
+            }
             Mount::Tmpfs { dest } | Mount::Proc { dest } | Mount::Dev { dest } => {
                 inside(dest) || dir.starts_with(dest)
             }
-            Mount::Symlink { dest, .. } => inside(dest),
         });
-    if other {
+    if conflict {
         return None;
     }
-    let first = plan.mounts.iter().position(&is_child_bind)?;
+    // A source in the directory but in none of the staged entries would be hidden by the
+    // staging: read it through the real directory instead.
+    let staged_source = |src: &Path| {
+        src.strip_prefix(&dir)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_some_and(|first| child_set.contains(dir.join(first).as_path()))
+    };
+    let mut real = None;
     let mut mounts = Vec::with_capacity(plan.mounts.len() - children.len() + 1);
-    for (i, m) in plan.mounts.drain(..).enumerate() {
-        if i == first {
-            mounts.push(Mount::RoBind {
-                src: dir.clone(),
-                dest: dir.clone(),
-            });
+    for mut m in plan.mounts.drain(..) {
+        if is_child_bind(&m) {
+            continue;
         }
-        if !is_child_bind(&m) {
-            mounts.push(m);
+        if let Mount::RoBind { src, .. } | Mount::Bind { src, .. } = &mut m
+            && inside(src)
+            && !staged_source(src)
+        {
+            let rest = src
+                .strip_prefix(&dir)
+                .unwrap_or(Path::new(""))
+                .to_path_buf();
+            *src = real_view.join(rest);
+            real = Some(real_view.to_path_buf());
         }
+        mounts.push(m);
     }
+    mounts.push(Mount::RoBind {
+        src: dir.clone(),
+        dest: dir.clone(),
+    });
     plan.mounts = mounts;
     let names = children
         .iter()
         .filter_map(|c| c.file_name().map(OsString::from))
         .collect();
-    Some(Staging { dir, names })
+    Some(Staging { dir, names, real })
 }
 
 /// Linux: the identity files (passwd, group, the masks, resolv.conf…) are the same for every

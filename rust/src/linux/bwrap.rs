@@ -88,7 +88,7 @@ mod tests {
     use super::*;
     use crate::plan::LaunchGuard;
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     fn plan(network: Network) -> Plan {
         Plan {
@@ -272,22 +272,32 @@ mod tests {
     }
 
     #[test]
-    fn a_large_closure_becomes_one_recursive_bind_of_the_staged_store() {
+    fn a_large_closure_becomes_one_recursive_bind_of_the_staged_store_last() {
         let n = crate::plan::STAGE_MIN_PATHS;
         let mut p = closure_plan(n);
-        let staging = crate::plan::stage_closure(&mut p).expect("staged");
+        // The init binary of a helper installed in the store, outside the closure.
+        p.mounts.push(Mount::RoBind {
+            src: "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init".into(),
+            dest: INIT_PATH.into(),
+        });
+        // A declared file whose source is inside a closure path stays as it is.
+        p.mounts.push(Mount::RoBind {
+            src: "/nix/store/h001-pkg/etc/conf".into(),
+            dest: "/home/u/.conf".into(),
+        });
+        let staging =
+            crate::plan::stage_closure(&mut p, Path::new("/s/real-store")).expect("staged");
         assert_eq!(staging.dir, PathBuf::from("/nix/store"));
         assert_eq!(staging.names.len(), n);
         assert_eq!(staging.names[0], "abc-bash");
         assert_eq!(staging.names[n - 1], format!("h{:03}-pkg", n - 1).as_str());
+        assert_eq!(staging.real, Some(PathBuf::from("/s/real-store")));
         let a = argv(&p);
         let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
+        let j = a.iter().position(|x| x == "--chdir").unwrap();
         assert_eq!(
-            strs(&a[i + 1..i + 13]),
+            strs(&a[i + 1..j]),
             [
-                "--ro-bind",
-                "/nix/store",
-                "/nix/store",
                 "--ro-bind",
                 "/lib",
                 "/lib",
@@ -297,26 +307,52 @@ mod tests {
                 "--proc",
                 "/proc",
                 "--dev",
+                "/dev",
+                "--tmpfs",
+                "/home/u",
+                "--bind",
+                "/home/u/my proj",
+                "/home/u/my proj",
+                "--ro-bind",
+                "/s/real-store/zzz-agent-sandbox/bin/agent-sandbox-init",
+                "/run/agent-sandbox/agent-sandbox",
+                "--ro-bind",
+                "/nix/store/h001-pkg/etc/conf",
+                "/home/u/.conf",
+                "--ro-bind",
+                "/nix/store",
+                "/nix/store",
             ]
         );
-        assert!(!a.iter().any(|x| x.to_string_lossy().contains("-pkg")));
+        // Without such a source, the real directory is not bound anywhere.
+        let mut q = closure_plan(n);
+        let st = crate::plan::stage_closure(&mut q, Path::new("/s/real-store")).unwrap();
+        assert_eq!(st.real, None);
     }
 
     #[test]
-    fn small_closures_allow_nix_and_foreign_binds_are_not_staged() {
+    fn small_closures_allow_nix_and_foreign_mounts_are_not_staged() {
+        let real = Path::new("/s/real-store");
         let mut small = closure_plan(crate::plan::STAGE_MIN_PATHS - 1);
         let before = small.clone();
-        assert_eq!(crate::plan::stage_closure(&mut small), None);
+        assert_eq!(crate::plan::stage_closure(&mut small, real), None);
         assert_eq!(small, before);
-        // A declared path inside the store directory: staging would hide it.
-        let mut foreign = closure_plan(40);
-        foreign.mounts.push(Mount::Bind {
-            src: "/nix/store/zzz-state".into(),
-            dest: "/nix/store/zzz-state".into(),
-        });
-        let before = foreign.clone();
-        assert_eq!(crate::plan::stage_closure(&mut foreign), None);
-        assert_eq!(foreign, before);
+        // Something mounted inside the store directory, or over it: staging would hide it.
+        for extra in [
+            Mount::Bind {
+                src: "/home/u/state".into(),
+                dest: "/nix/store/zzz-state".into(),
+            },
+            Mount::Tmpfs {
+                dest: "/nix".into(),
+            },
+        ] {
+            let mut foreign = closure_plan(40);
+            foreign.mounts.push(extra);
+            let before = foreign.clone();
+            assert_eq!(crate::plan::stage_closure(&mut foreign, real), None);
+            assert_eq!(foreign, before);
+        }
         // allowNix: the whole store is bound instead of the closure paths.
         let mut nix = closure_plan(40);
         nix.mounts
@@ -328,7 +364,7 @@ mod tests {
                 dest: "/nix/store".into(),
             },
         );
-        assert_eq!(crate::plan::stage_closure(&mut nix), None);
+        assert_eq!(crate::plan::stage_closure(&mut nix, real), None);
     }
 
     #[test]

@@ -79,8 +79,9 @@ fn mount(
 }
 
 /// Covers `dir` with a tmpfs holding exactly `names`, each the real entry bound in place
-/// (symlinks recreated). Every name must exist in the real `dir`.
-pub fn stage(dir: &Path, names: &[OsString]) -> Result<(), String> {
+/// (symlinks recreated). Every name must exist in the real `dir`. With `real`, the real `dir`
+/// is bound there too (an existing directory outside everything the sandbox sees).
+pub fn stage(dir: &Path, names: &[OsString], real: Option<&Path>) -> Result<(), String> {
     // Nothing done here may propagate back to the host's namespace.
     mount(
         None,
@@ -105,7 +106,10 @@ pub fn stage(dir: &Path, names: &[OsString]) -> Result<(), String> {
         ));
     }
     // SAFETY: a fresh descriptor we own.
-    let real = unsafe { OwnedFd::from_raw_fd(fd) };
+    let real_dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Some(real) = real {
+        mount(Some(dir), real, None, libc::MS_BIND | libc::MS_REC, None)?;
+    }
     mount(
         Some(Path::new("tmpfs")),
         dir,
@@ -113,7 +117,7 @@ pub fn stage(dir: &Path, names: &[OsString]) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("mode=0755"),
     )?;
-    let via = Path::new("/proc/self/fd").join(real.as_raw_fd().to_string());
+    let via = Path::new("/proc/self/fd").join(real_dir.as_raw_fd().to_string());
     for name in names {
         let src = via.join(name);
         let dest = dir.join(name);
@@ -174,7 +178,9 @@ mod tests {
             let _ = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
             let _ = std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"));
             let names: Vec<OsString> = vec!["aaa-one".into(), "ddd-file".into(), "eee-link".into()];
-            if let Err(e) = stage(&store2, &names) {
+            let real = store2.with_file_name("real");
+            std::fs::create_dir(&real).unwrap();
+            if let Err(e) = stage(&store2, &names, Some(&real)) {
                 eprintln!("{e}");
                 return 2;
             }
@@ -191,12 +197,16 @@ mod tests {
                 == Some("aaa-one".into())
                 && std::fs::read_to_string(store2.join("ddd-file")).ok() == Some("file".into())
                 && std::fs::read_link(store2.join("eee-link")).ok() == Some("aaa-one".into())
-                && !store2.join("ccc-hidden").exists();
+                && !store2.join("ccc-hidden").exists()
+                && store2
+                    .with_file_name("real")
+                    .join("ccc-hidden/bin/tool")
+                    .exists();
             if !ok {
                 return 4;
             }
             // An entry that does not exist is an error, not a hole.
-            match stage(&store2, &["zzz-missing".into()]) {
+            match stage(&store2, &["zzz-missing".into()], None) {
                 Err(e) if e.contains("zzz-missing") => 0,
                 _ => 5,
             }

@@ -464,8 +464,42 @@ fn a_large_closure_shows_exactly_its_paths_read_only() {
     if std::path::Path::new("/dev/net/tun").exists() {
         modes.push(&[]);
     }
-    for mode in modes {
+    // The helper installed in the store directory itself, outside the closure (as with Nix):
+    // its init is bound from the real directory, and its package stays invisible.
+    let installed = store.join("44444444444444444444444444444444-agent-sandbox/bin");
+    std::fs::create_dir_all(&installed).unwrap();
+    for b in ["agent-sandbox", "agent-sandbox-init"] {
+        let from = bin().with_file_name(b);
+        if from.exists() && std::fs::hard_link(&from, installed.join(b)).is_err() {
+            std::fs::copy(&from, installed.join(b)).unwrap();
+        }
+    }
+    for (k, mode) in modes.into_iter().enumerate() {
         let mut c = f.cmd();
+        if k == 0 {
+            c = std::process::Command::new(installed.join("agent-sandbox"));
+            c.env_clear()
+                .envs(f.cmd().get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+                .current_dir(&f.proj);
+            let mut d = std::process::Command::new(installed.join("agent-sandbox"));
+            d.env_clear()
+                .envs(f.cmd().get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+                .current_dir(&f.proj)
+                .args([
+                    "run",
+                    "--no-network",
+                    "--spec",
+                    spec,
+                    "--dry-run",
+                    "--",
+                    "true",
+                ]);
+            let dry = ok(d);
+            assert!(
+                dry.contains("/real-store/44444444444444444444444444444444-agent-sandbox/bin/"),
+                "{dry}"
+            );
+        }
         c.arg("run")
             .args(mode)
             .args(["--spec", spec, "--", "sh", "-c", &script]);
