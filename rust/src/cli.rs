@@ -478,7 +478,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     // problem; say what it really is. (It also slows down with the square of the mounts.)
     if argv.len() > BWRAP_MAX_ARGS {
         bail!(
-            "the sandbox needs {} bubblewrap arguments ({} mounts), more than bubblewrap accepts ({BWRAP_MAX_ARGS}). Fix: expose fewer paths (a closure of more than ~2,900 store paths is too large; with Nix, allowNix exposes the whole store in one mount)",
+            "the sandbox needs {} bubblewrap arguments ({} mounts), more than bubblewrap accepts ({BWRAP_MAX_ARGS}). Fix: expose fewer paths (closure paths are bound one by one unless at least 24 of them share a directory, such as /nix/store; with Nix, allowNix exposes the whole store in one mount)",
             argv.len(),
             plan.mounts.len()
         );
