@@ -223,8 +223,12 @@ pub fn receive_listeners(
                 .and_then(|(s, _)| take_listeners(&s, port));
             drop(listener);
             let _ = std::fs::remove_file(&path);
-            if let Ok(listeners) = received {
-                adopt(listeners);
+            match received {
+                Ok(listeners) => adopt(listeners),
+                // The sandbox is left without a proxy (connections refused): fail closed.
+                Err(e) => eprintln!(
+                    "agent-sandbox: warning: the sandbox's proxy port was not handed over ({e}); it has no network"
+                ),
             }
         })?;
     Ok(())
@@ -237,7 +241,9 @@ fn take_listeners(stream: &UnixStream, port: u16) -> io::Result<Vec<TcpListener>
     };
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let mut payload = [0u8; 1];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    // Room for more than the two expected, so a message with extra descriptors is not
+    // truncated (descriptors installed by a truncated message could not be closed).
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 16]);
     let mut iov = [io::IoSliceMut::new(&mut payload)];
     let msg = recvmsg::<()>(
         stream.as_raw_fd(),

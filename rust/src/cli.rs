@@ -596,7 +596,7 @@ fn launch(
             dns_forward: plan.dns_forward.as_deref(),
             stage: staging,
         };
-        Some((netns::setup(&exe, session_dir, &opts)?, exe))
+        Some((netns::setup(&exe, session_dir, &opts)?, exe, opts))
     } else {
         None
     };
@@ -608,7 +608,7 @@ fn launch(
     start_host_bridges(plan, session_dir, proxy.as_ref())?;
     let prefix = holder
         .as_ref()
-        .map(|(h, exe)| netns::enter_prefix(exe, h.pid()))
+        .map(|(h, exe, opts)| netns::enter_prefix(exe, h.pid(), opts))
         .unwrap_or_default();
     let outcome = supervise(&prefix, bwrap, argv, &[], Some(&plan.env), after_spawn)?;
     drop(holder);
@@ -830,7 +830,12 @@ fn start_host_bridges(
                 let real = shared.join(&b.socket);
                 crate::bridge::receive_listeners(&path, &real, b.inside_port, move |listeners| {
                     for l in listeners {
-                        let _ = adopter.adopt(l);
+                        if let Err(e) = adopter.adopt(l) {
+                            // The sandbox is left without this proxy port: it fails closed.
+                            eprintln!(
+                                "agent-sandbox: warning: the proxy cannot serve the sandbox's port: {e}"
+                            );
+                        }
                     }
                 })
             }

@@ -892,8 +892,6 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     })
 }
 
-/// Whether `target`, already exposed through `mounts`, may be bound writable elsewhere: the
-/// deepest mount holding it must be a read-write bind, and no read-only mount may lie below it.
 /// Closure paths under one directory, staged by the namespace holder: see [`stage_closure`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Staging {
@@ -922,7 +920,9 @@ pub const STAGE_MIN_PATHS: usize = 24;
 /// Rewrites the plan: the closure paths' binds become that one bind; other binds whose source
 /// lies in the directory outside the closure read it from `real_view` (see [`Staging::real`]).
 /// `None` (nothing changed) for small closures, allowNix (the whole store is bound anyway),
-/// or when something else is mounted in or over the directory.
+/// when something else is mounted in or over the directory, or when the real view would be
+/// needed but a bind exposes a directory holding it (`roDirs = [ "~" ]` with the state
+/// directory under `~`): bwrap binds recursively, so the whole real store would show there.
 pub fn stage_closure(plan: &mut Plan, real_view: &Path) -> Option<Staging> {
     let mut by_dir: BTreeMap<&Path, Vec<&Path>> = BTreeMap::new();
     for p in &plan.closure {
@@ -969,6 +969,19 @@ pub fn stage_closure(plan: &mut Plan, real_view: &Path) -> Option<Staging> {
             .and_then(|rest| rest.components().next())
             .is_some_and(|first| child_set.contains(dir.join(first).as_path()))
     };
+    let needs_real = plan.mounts.iter().any(|m| match m {
+        Mount::RoBind { src, .. } | Mount::Bind { src, .. } => {
+            !is_child_bind(m) && inside(src) && !staged_source(src)
+        }
+        _ => false,
+    });
+    let exposes_real = plan.mounts.iter().any(|m| match m {
+        Mount::RoBind { src, .. } | Mount::Bind { src, .. } => real_view.starts_with(src),
+        _ => false,
+    });
+    if needs_real && exposes_real {
+        return None;
+    }
     let mut real = None;
     let mut mounts = Vec::with_capacity(plan.mounts.len() - children.len() + 1);
     for mut m in plan.mounts.drain(..) {
@@ -1025,6 +1038,8 @@ pub fn share_identity_files(plan: &mut Plan, base: &Path, session_dir: &Path) ->
     dir
 }
 
+/// Whether `target`, already exposed through `mounts`, may be bound writable elsewhere: the
+/// deepest mount holding it must be a read-write bind, and no read-only mount may lie below it.
 fn alias_may_be_writable(target: &Path, mounts: &[&Mount]) -> bool {
     let holder = mounts
         .iter()

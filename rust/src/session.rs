@@ -132,7 +132,13 @@ pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> Result<PathBuf> {
 /// no directory or a complete one. `dir`'s name is derived from the contents
 /// ([`crate::plan::share_identity_files`]).
 pub fn ensure_identity(dir: &Path, files: &[(String, String)]) -> Result<()> {
-    let complete = |d: &Path| files.iter().all(|(f, _)| d.join(f).is_file());
+    // Contents compared too (a few bytes each): a file truncated by a crash or edited by
+    // hand is rebuilt, not reused by every later session.
+    let complete = |d: &Path| {
+        files
+            .iter()
+            .all(|(f, c)| fs::read(d.join(f)).is_ok_and(|got| got == c.as_bytes()))
+    };
     if complete(dir) {
         return Ok(());
     }
@@ -252,10 +258,16 @@ mod tests {
         let ino = fs::metadata(dir.join("passwd")).unwrap().ino();
         ensure_identity(&dir, &files).unwrap();
         assert_eq!(fs::metadata(dir.join("passwd")).unwrap().ino(), ino);
-        // A file gone: rebuilt.
+        // A file gone, or changed: rebuilt.
         fs::remove_file(dir.join("empty")).unwrap();
         ensure_identity(&dir, &files).unwrap();
         assert!(dir.join("empty").is_file());
+        fs::write(dir.join("passwd"), "root:x:0:0::/:/bin/sh\n").unwrap();
+        ensure_identity(&dir, &files).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join("passwd")).unwrap(),
+            "sandbox:x:1:1::/h:/bin/sh\n"
+        );
         // No temporary directory is left behind.
         let names: Vec<_> = fs::read_dir(t.path())
             .unwrap()

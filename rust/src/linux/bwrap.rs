@@ -353,6 +353,20 @@ mod tests {
             assert_eq!(crate::plan::stage_closure(&mut foreign, real), None);
             assert_eq!(foreign, before);
         }
+        // The real view would be needed (the init binary comes from the store), and a
+        // read-only bind holds the directory it would be in: the whole store would show there.
+        let mut exposed = closure_plan(40);
+        exposed.mounts.push(Mount::RoBind {
+            src: "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init".into(),
+            dest: INIT_PATH.into(),
+        });
+        exposed.mounts.push(Mount::RoBind {
+            src: "/s".into(),
+            dest: "/s".into(),
+        });
+        let before = exposed.clone();
+        assert_eq!(crate::plan::stage_closure(&mut exposed, real), None);
+        assert_eq!(exposed, before);
         // allowNix: the whole store is bound instead of the closure paths.
         let mut nix = closure_plan(40);
         nix.mounts

@@ -373,12 +373,21 @@ pub fn new_address(line: &str) -> Option<IpAddr> {
     (!addr.is_loopback()).then_some(addr)
 }
 
-/// The argv prefix that runs a program inside the holder's namespaces.
-pub fn enter_prefix(entry_exe: &Path, holder_pid: u32) -> Vec<OsString> {
+/// The argv prefix that runs a program inside the holder's namespaces: its user namespace
+/// and the ones named (`mnt` when it staged a closure, `net` in open mode).
+pub fn enter_prefix(entry_exe: &Path, holder_pid: u32, opts: &HolderOptions<'_>) -> Vec<OsString> {
+    let mut ns = vec!["user"];
+    if opts.stage.is_some() {
+        ns.push("mnt");
+    }
+    if opts.net {
+        ns.push("net");
+    }
     vec![
         entry_exe.into(),
         "__enter".into(),
         holder_pid.to_string().into(),
+        ns.join(",").into(),
         "--".into(),
     ]
 }
@@ -500,34 +509,44 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     0
 }
 
-/// `agent-sandbox __enter PID -- PROGRAM ARGS…` — join the holder PID's user namespace and
-/// whichever of its mount and network namespaces differ from ours, then exec.
+/// `agent-sandbox __enter PID NAMESPACES -- PROGRAM ARGS…` — join the holder PID's
+/// namespaces named in `NAMESPACES` (`user,mnt,net`, user first), then exec. Each must differ
+/// from ours: the holder made it, and joining our own would run bwrap less confined than
+/// planned without a word.
 pub fn enter_main(args: &[OsString]) -> i32 {
-    let (pid, rest) = match args {
-        [pid, sep, rest @ ..] if sep == "--" && !rest.is_empty() => (pid, rest),
+    let (pid, namespaces, rest) = match args {
+        [pid, ns, sep, rest @ ..] if sep == "--" && !rest.is_empty() => (pid, ns, rest),
         _ => {
-            eprintln!("agent-sandbox: error: usage: __enter PID -- PROGRAM ARGS…");
+            eprintln!("agent-sandbox: error: usage: __enter PID user[,mnt][,net] -- PROGRAM ARGS…");
             return 125;
         }
     };
     let pid = pid.to_string_lossy();
     // Joining a mount namespace moves the working directory to its root: come back after.
     let cwd = std::env::current_dir().ok();
-    for (ns, flag) in [
-        ("user", CloneFlags::CLONE_NEWUSER),
-        ("mnt", CloneFlags::CLONE_NEWNS),
-        ("net", CloneFlags::CLONE_NEWNET),
-    ] {
+    for ns in namespaces.to_string_lossy().split(',') {
+        let flag = match ns {
+            "user" => CloneFlags::CLONE_NEWUSER,
+            "mnt" => CloneFlags::CLONE_NEWNS,
+            "net" => CloneFlags::CLONE_NEWNET,
+            other => {
+                eprintln!("agent-sandbox: error: __enter: unknown namespace {other:?}");
+                return 125;
+            }
+        };
         let path = format!("/proc/{pid}/ns/{ns}");
-        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).ok();
-        if ns != "user" && ours.is_some() && std::fs::read_link(&path).ok() == ours {
-            continue;
+        let theirs = std::fs::read_link(&path).ok();
+        if theirs.is_none() || theirs == std::fs::read_link(format!("/proc/self/ns/{ns}")).ok() {
+            // Fail closed: never run bwrap in the host's namespaces by accident.
+            eprintln!(
+                "agent-sandbox: error: the sandbox's {ns} namespace ({path}) is missing or the host's own"
+            );
+            return 125;
         }
         let r = std::fs::File::open(&path)
             .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
             .and_then(|f| setns(f.as_fd(), flag));
         if let Err(e) = r {
-            // Fail closed: never run bwrap in the host's namespaces by accident.
             eprintln!("agent-sandbox: error: cannot join the sandbox's namespace {path}: {e}");
             return 125;
         }
@@ -552,6 +571,41 @@ pub fn enter_main(args: &[OsString]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fail closed: a namespace that turns out to be the caller's own (the holder is gone and
+    /// its PID is ours, or it never made one) stops `__enter` before anything runs.
+    #[test]
+    fn enter_refuses_namespaces_that_are_our_own() {
+        let me: OsString = std::process::id().to_string().into();
+        for ns in ["user", "user,net", "mnt", "user,bogus"] {
+            let args: Vec<OsString> = vec![me.clone(), ns.into(), "--".into(), "/bin/true".into()];
+            assert_eq!(enter_main(&args), 125, "{ns}");
+        }
+        assert_eq!(enter_main(&[me, "--".into(), "/bin/true".into()]), 125);
+    }
+
+    #[test]
+    fn enter_prefix_names_the_namespaces_the_holder_made() {
+        let st = crate::plan::Staging {
+            dir: "/nix/store".into(),
+            names: vec![],
+            real: None,
+        };
+        for (net, stage, want) in [
+            (true, None, "user,net"),
+            (false, Some(&st), "user,mnt"),
+            (true, Some(&st), "user,mnt,net"),
+        ] {
+            let opts = HolderOptions {
+                net,
+                dns_forward: None,
+                stage,
+            };
+            let p = enter_prefix(Path::new("/x/agent-sandbox-init"), 42, &opts);
+            let p: Vec<&str> = p.iter().map(|a| a.to_str().unwrap()).collect();
+            assert_eq!(p, ["/x/agent-sandbox-init", "__enter", "42", want, "--"]);
+        }
+    }
 
     #[test]
     fn pasta_argv_exact() {

@@ -109,7 +109,7 @@ pub fn block_forwarded_signals() -> Result<()> {
 ///
 /// `prefix`: bwrap is started through `prefix` (a program that sets something
 /// up and then execs the rest of its argv in place, keeping the PID and the descriptors: the
-/// open-network namespace entry `agent-sandbox __enter PID --`).
+/// namespace entry `agent-sandbox __enter PID NAMESPACES --`).
 ///
 /// `env`: when given, bwrap (and the prefix) run with exactly this environment, which bwrap
 /// hands to the sandbox unchanged; the values never appear on a command line.

@@ -237,14 +237,23 @@ async fn splice(conn: Conn, on_upgrade: OnUpgrade, mut upstream: TcpStream) {
     #[cfg(target_os = "linux")]
     let upgraded = match upgraded.downcast::<TokioIo<Tracked>>() {
         Ok(parts) => {
-            let client = parts.io.into_inner();
+            let mut client = parts.io.into_inner();
             let activity = client.activity.clone();
+            use crate::linux::splice::Pipe;
             let relay = async {
                 // What the client sent right after CONNECT, already read by hyper.
                 if !parts.read_buf.is_empty() {
                     upstream.write_all(&parts.read_buf).await?;
                 }
-                zero_copy_tunnel(&client.inner, &upstream, &activity).await
+                match (Pipe::new(), Pipe::new()) {
+                    (Ok(up), Ok(down)) => {
+                        zero_copy_tunnel(&client.inner, &upstream, (up, down), &activity).await
+                    }
+                    // Out of descriptors for the pipes: copy instead (nothing moved yet).
+                    _ => tokio::io::copy_bidirectional(&mut client, &mut upstream)
+                        .await
+                        .map(|_| ()),
+                }
             };
             // An error in either direction (a reset) ends the tunnel, as a copy would.
             tokio::select! {
@@ -267,13 +276,14 @@ async fn splice(conn: Conn, on_upgrade: OnUpgrade, mut upstream: TcpStream) {
 async fn zero_copy_tunnel(
     client: &TcpStream,
     upstream: &TcpStream,
+    (up, down): (crate::linux::splice::Pipe, crate::linux::splice::Pipe),
     activity: &Activity,
 ) -> io::Result<()> {
     use crate::linux::splice::relay_tcp;
     let touch = || activity.touch();
     tokio::try_join!(
-        relay_tcp(client, upstream, &touch),
-        relay_tcp(upstream, client, &touch)
+        relay_tcp(client, upstream, up, &touch),
+        relay_tcp(upstream, client, down, &touch)
     )
     .map(|_| ())
 }
