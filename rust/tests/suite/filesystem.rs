@@ -430,8 +430,7 @@ fn a_large_closure_shows_exactly_its_paths_read_only() {
         .to_string(),
     );
     let spec = spec.to_str().unwrap();
-    let dry = ok({
-        let mut c = f.cmd();
+    let dry_run = |mut c: std::process::Command| {
         c.args([
             "run",
             "--no-network",
@@ -441,8 +440,9 @@ fn a_large_closure_shows_exactly_its_paths_read_only() {
             "--",
             "true",
         ]);
-        c
-    });
+        ok(c)
+    };
+    let dry = dry_run(f.cmd());
     assert!(
         dry.contains(&format!("closure: 43 paths in {} staged", store.display())),
         "{dry}"
@@ -474,27 +474,19 @@ fn a_large_closure_shows_exactly_its_paths_read_only() {
             std::fs::copy(&from, installed.join(b)).unwrap();
         }
     }
+    // The fixture's clean environment, with the installed copy as the program.
+    let installed_cmd = || {
+        let mut c = std::process::Command::new(installed.join("agent-sandbox"));
+        c.env_clear()
+            .envs(f.cmd().get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .current_dir(&f.proj);
+        c
+    };
     for (k, mode) in modes.into_iter().enumerate() {
         let mut c = f.cmd();
         if k == 0 {
-            c = std::process::Command::new(installed.join("agent-sandbox"));
-            c.env_clear()
-                .envs(f.cmd().get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-                .current_dir(&f.proj);
-            let mut d = std::process::Command::new(installed.join("agent-sandbox"));
-            d.env_clear()
-                .envs(f.cmd().get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-                .current_dir(&f.proj)
-                .args([
-                    "run",
-                    "--no-network",
-                    "--spec",
-                    spec,
-                    "--dry-run",
-                    "--",
-                    "true",
-                ]);
-            let dry = ok(d);
+            c = installed_cmd();
+            let dry = dry_run(installed_cmd());
             assert!(
                 dry.contains("/real-store/44444444444444444444444444444444-agent-sandbox/bin/"),
                 "{dry}"
