@@ -14,9 +14,9 @@ use crate::{report, session};
 
 /// bubblewrap's own limit on its argument count (MAX_ARGS in bubblewrap.c).
 const BWRAP_MAX_ARGS: usize = 9000;
-/// In the session directory: where the holder binds the real store directory when a bind
-/// needs a source from outside the staged closure (see `plan::Staging::real`).
-const STAGED_REAL_DIR: &str = "real-store";
+/// In the session directory: where the holder builds the staged closure's view of the store
+/// (see `plan::Staging::view`).
+const STAGED_VIEW_DIR: &str = "store-view";
 /// The file name of the small init binary (`src/bin/agent-sandbox-init.rs`).
 const INIT_BINARY: &str = "agent-sandbox-init";
 
@@ -471,7 +471,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let bwrap = find_bwrap()?;
     let mut plan = plan;
     let identity = plan::share_identity_files(&mut plan, &base, &session_dir);
-    let staging = plan::stage_closure(&mut plan, &session_dir.join(STAGED_REAL_DIR));
+    let staging = plan::stage_closure(&mut plan, &session_dir.join(STAGED_VIEW_DIR));
     plan.own_process_group = !foreground_of_a_terminal();
     let argv = crate::linux::bwrap::argv(&plan);
     // bubblewrap refuses more than 9000 arguments with a message that reads like a namespace
@@ -528,9 +528,10 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
 /// The `--dry-run` / launch.log line for a staged closure.
 fn staging_note(st: &plan::Staging) -> String {
     format!(
-        "closure: {} paths in {} staged by the namespace holder (a tmpfs holding only them, bound once, read-only)",
+        "closure: {} paths in {} staged by the namespace holder (a tmpfs at {} holding only them, bound there once, read-only)",
         st.names.len(),
-        st.dir.display()
+        st.dir.display(),
+        st.view.display()
     )
 }
 

@@ -895,14 +895,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
 /// Closure paths under one directory, staged by the namespace holder: see [`stage_closure`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Staging {
-    /// The directory (`/nix/store`) that the holder covers with a tmpfs holding only `names`.
+    /// The directory (`/nix/store`) whose view inside holds only `names`.
     pub dir: PathBuf,
-    /// The closure's entries in `dir`, each bound there from the real one.
+    /// The closure's entries in `dir`.
     pub names: Vec<OsString>,
-    /// Where the holder also binds the real `dir` (outside everything the sandbox sees), when
-    /// a bind takes its source from outside the closure in `dir`: the init binary of a helper
-    /// installed in the store.
-    pub real: Option<PathBuf>,
+    /// Where the holder builds that view (an empty directory of the launcher's, outside every
+    /// bind): a tmpfs with each entry bound from `dir`. `dir` itself stays untouched in the
+    /// holder's namespace, so bwrap, its libraries and any other source there still resolve.
+    pub view: PathBuf,
 }
 
 /// From this many closure paths in one directory on, they are staged (see [`stage_closure`]).
@@ -912,18 +912,13 @@ pub const STAGE_MIN_PATHS: usize = 24;
 /// Linux, large closures: bubblewrap re-reads the whole mount table after every bind, so a
 /// bind per store path makes start-up grow with the square of the closure (1,000 paths: 1.5 s)
 /// and 3,000 paths exceed its argument limit. Instead the namespace holder (a user + mount
-/// namespace of its own) covers the directory holding most of the closure (`/nix/store`) with
-/// a tmpfs and binds each closure path into it, and bwrap, run inside the holder's namespaces,
-/// binds that directory once, recursively and read-only: the same view. That bind comes last,
-/// so bwrap's other binds read a mount table without the staged copies.
-///
-/// Rewrites the plan: the closure paths' binds become that one bind; other binds whose source
-/// lies in the directory outside the closure read it from `real_view` (see [`Staging::real`]).
-/// `None` (nothing changed) for small closures, allowNix (the whole store is bound anyway),
-/// when something else is mounted in or over the directory, or when the real view would be
-/// needed but a bind exposes a directory holding it (`roDirs = [ "~" ]` with the state
-/// directory under `~`): bwrap binds recursively, so the whole real store would show there.
-pub fn stage_closure(plan: &mut Plan, real_view: &Path) -> Option<Staging> {
+/// namespace of its own) builds the view at `view`: a tmpfs holding the directory's closure
+/// entries, each bound from the real one; and bwrap, run inside the holder's namespaces, binds
+/// `view` onto the directory (`/nix/store`) once, recursively and read-only: the same view
+/// inside. That bind comes last, so bwrap's other binds read a mount table without the staged
+/// entries. `None` (nothing changed) for small closures, allowNix (the whole store is bound
+/// anyway), or when something else is mounted in or over the directory.
+pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
     let mut by_dir: BTreeMap<&Path, Vec<&Path>> = BTreeMap::new();
     for p in &plan.closure {
         if let Some(parent) = p.parent().filter(|d| *d != Path::new("/")) {
@@ -961,56 +956,20 @@ pub fn stage_closure(plan: &mut Plan, real_view: &Path) -> Option<Staging> {
     if conflict {
         return None;
     }
-    // A source in the directory but in none of the staged entries would be hidden by the
-    // staging: read it through the real directory instead.
-    let staged_source = |src: &Path| {
-        src.strip_prefix(&dir)
-            .ok()
-            .and_then(|rest| rest.components().next())
-            .is_some_and(|first| child_set.contains(dir.join(first).as_path()))
-    };
-    let needs_real = plan.mounts.iter().any(|m| match m {
-        Mount::RoBind { src, .. } | Mount::Bind { src, .. } => {
-            !is_child_bind(m) && inside(src) && !staged_source(src)
-        }
-        _ => false,
-    });
-    let exposes_real = plan.mounts.iter().any(|m| match m {
-        Mount::RoBind { src, .. } | Mount::Bind { src, .. } => real_view.starts_with(src),
-        _ => false,
-    });
-    if needs_real && exposes_real {
-        return None;
-    }
-    let mut real = None;
-    let mut mounts = Vec::with_capacity(plan.mounts.len() - children.len() + 1);
-    for mut m in plan.mounts.drain(..) {
-        if is_child_bind(&m) {
-            continue;
-        }
-        if let Mount::RoBind { src, .. } | Mount::Bind { src, .. } = &mut m
-            && inside(src)
-            && !staged_source(src)
-        {
-            let rest = src
-                .strip_prefix(&dir)
-                .unwrap_or(Path::new(""))
-                .to_path_buf();
-            *src = real_view.join(rest);
-            real = Some(real_view.to_path_buf());
-        }
-        mounts.push(m);
-    }
-    mounts.push(Mount::RoBind {
-        src: dir.clone(),
+    plan.mounts.retain(|m| !is_child_bind(m));
+    plan.mounts.push(Mount::RoBind {
+        src: view.to_path_buf(),
         dest: dir.clone(),
     });
-    plan.mounts = mounts;
     let names = children
         .iter()
         .filter_map(|c| c.file_name().map(OsString::from))
         .collect();
-    Some(Staging { dir, names, real })
+    Some(Staging {
+        dir,
+        names,
+        view: view.to_path_buf(),
+    })
 }
 
 /// Linux: the identity files (passwd, group, the masks, resolv.conf…) are the same for every

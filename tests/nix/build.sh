@@ -172,6 +172,28 @@ else
   if [ "$out" = $'1\nawk ok\nrg ok' ]; then pass common-tools-are-on-path; else fail common-tools-are-on-path "$out"; fi
 fi
 
+# --- a closure large enough to be staged ----------------------------------------------------------
+# The holder puts only the closure's entries in /nix/store (a tmpfs, each entry bound in) and
+# the helper itself, installed in the store but outside the closure, is read through the real
+# store: the sandbox sees exactly its closure, read-only, and the launch log says it was staged.
+if ! many=$(nix-build "${nixopts[@]}" "$here/fixtures.nix" -A many --no-out-link 2>"$tmp/many.log"); then
+  fail large-closure-is-staged-and-shows-only-itself "$(tail -n 30 "$tmp/many.log")"
+else
+  n=$(closure "$many/share/agent-sandbox/sb-many.json" | grep -c '^/nix/store/[^/]*$')
+  mkdir -p "$tmp/mh/proj"
+  out=$(cd "$tmp/mh/proj" && env -i PATH=/usr/bin:/bin HOME="$tmp/mh" XDG_STATE_HOME="$tmp/ms" "$many/bin/sb-many" -c \
+    "cat /nix/store/*-agent-sandbox-dummy-7/share/dummy; ls /nix/store | wc -l
+     ls $outside >/dev/null 2>&1 || echo outside-hidden
+     touch /nix/store/new 2>/dev/null || echo store-read-only" 2>&1)
+  log=$(cat "$tmp"/ms/agent-sandbox/*-sb-many/launch.log 2>/dev/null)
+  if [ "$out" = $'dummy 7\n'"$n"$'\noutside-hidden\nstore-read-only' ] && [ "$n" -ge 24 ] &&
+    [[ "$log" == *"closure: $n paths in /nix/store staged by the namespace holder"* ]]; then
+    pass large-closure-is-staged-and-shows-only-itself
+  else
+    fail large-closure-is-staged-and-shows-only-itself "closure $n; output: $out; log: $(printf '%s\n' "$log" | tail -n 3)"
+  fi
+fi
+
 # --- the debug shell's sandbox (debug/bash.shell.nix) ---------------------------------------------
 if [ ${#missing[@]} -gt 0 ]; then
   skip debug-shell-sandbox-runs "the host lacks ${missing[*]}: apt-get install ${missing[*]}"

@@ -57,6 +57,25 @@ in
     allowedPackages = sandbox.commonTools;
   };
 
+  # A closure large enough to be staged by the namespace holder (24 or more paths in
+  # /nix/store): coreutils, bash and thirty small packages.
+  many = sandbox.mkSandbox {
+    pkg = pkgs.bash;
+    binName = "bash";
+    outName = "sb-many";
+    allowedPackages = [
+      pkgs.coreutils
+    ]
+    ++ builtins.genList (
+      i:
+      pkgs.writeTextFile {
+        name = "agent-sandbox-dummy-${toString i}";
+        text = "dummy ${toString i}\n";
+        destination = "/share/dummy";
+      }
+    ) 30;
+  };
+
   # A store path in no sandbox's closure.
   outside = pkgs.writeText "agent-sandbox-outside-closure" "must stay invisible";
 

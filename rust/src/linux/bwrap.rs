@@ -272,26 +272,22 @@ mod tests {
     }
 
     #[test]
-    fn a_large_closure_becomes_one_recursive_bind_of_the_staged_store_last() {
+    fn a_large_closure_becomes_one_bind_of_the_staged_view_last() {
         let n = crate::plan::STAGE_MIN_PATHS;
         let mut p = closure_plan(n);
-        // The init binary of a helper installed in the store, outside the closure.
+        // Sources in the store outside the closure (a helper installed there) stay as they
+        // are: the holder leaves the real store in place.
         p.mounts.push(Mount::RoBind {
             src: "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init".into(),
             dest: INIT_PATH.into(),
         });
-        // A declared file whose source is inside a closure path stays as it is.
-        p.mounts.push(Mount::RoBind {
-            src: "/nix/store/h001-pkg/etc/conf".into(),
-            dest: "/home/u/.conf".into(),
-        });
         let staging =
-            crate::plan::stage_closure(&mut p, Path::new("/s/real-store")).expect("staged");
+            crate::plan::stage_closure(&mut p, Path::new("/s/store-view")).expect("staged");
         assert_eq!(staging.dir, PathBuf::from("/nix/store"));
+        assert_eq!(staging.view, PathBuf::from("/s/store-view"));
         assert_eq!(staging.names.len(), n);
         assert_eq!(staging.names[0], "abc-bash");
         assert_eq!(staging.names[n - 1], format!("h{:03}-pkg", n - 1).as_str());
-        assert_eq!(staging.real, Some(PathBuf::from("/s/real-store")));
         let a = argv(&p);
         let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
         let j = a.iter().position(|x| x == "--chdir").unwrap();
@@ -314,28 +310,21 @@ mod tests {
                 "/home/u/my proj",
                 "/home/u/my proj",
                 "--ro-bind",
-                "/s/real-store/zzz-agent-sandbox/bin/agent-sandbox-init",
+                "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init",
                 "/run/agent-sandbox/agent-sandbox",
                 "--ro-bind",
-                "/nix/store/h001-pkg/etc/conf",
-                "/home/u/.conf",
-                "--ro-bind",
-                "/nix/store",
+                "/s/store-view",
                 "/nix/store",
             ]
         );
-        // Without such a source, the real directory is not bound anywhere.
-        let mut q = closure_plan(n);
-        let st = crate::plan::stage_closure(&mut q, Path::new("/s/real-store")).unwrap();
-        assert_eq!(st.real, None);
     }
 
     #[test]
     fn small_closures_allow_nix_and_foreign_mounts_are_not_staged() {
-        let real = Path::new("/s/real-store");
+        let view = Path::new("/s/store-view");
         let mut small = closure_plan(crate::plan::STAGE_MIN_PATHS - 1);
         let before = small.clone();
-        assert_eq!(crate::plan::stage_closure(&mut small, real), None);
+        assert_eq!(crate::plan::stage_closure(&mut small, view), None);
         assert_eq!(small, before);
         // Something mounted inside the store directory, or over it: staging would hide it.
         for extra in [
@@ -350,23 +339,9 @@ mod tests {
             let mut foreign = closure_plan(40);
             foreign.mounts.push(extra);
             let before = foreign.clone();
-            assert_eq!(crate::plan::stage_closure(&mut foreign, real), None);
+            assert_eq!(crate::plan::stage_closure(&mut foreign, view), None);
             assert_eq!(foreign, before);
         }
-        // The real view would be needed (the init binary comes from the store), and a
-        // read-only bind holds the directory it would be in: the whole store would show there.
-        let mut exposed = closure_plan(40);
-        exposed.mounts.push(Mount::RoBind {
-            src: "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init".into(),
-            dest: INIT_PATH.into(),
-        });
-        exposed.mounts.push(Mount::RoBind {
-            src: "/s".into(),
-            dest: "/s".into(),
-        });
-        let before = exposed.clone();
-        assert_eq!(crate::plan::stage_closure(&mut exposed, real), None);
-        assert_eq!(exposed, before);
         // allowNix: the whole store is bound instead of the closure paths.
         let mut nix = closure_plan(40);
         nix.mounts
@@ -378,7 +353,7 @@ mod tests {
                 dest: "/nix/store".into(),
             },
         );
-        assert_eq!(crate::plan::stage_closure(&mut nix, real), None);
+        assert_eq!(crate::plan::stage_closure(&mut nix, view), None);
     }
 
     #[test]

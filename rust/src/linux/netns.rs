@@ -232,16 +232,10 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> 
             std::fs::write(&list, super::stage::encode_names(&st.names)).map_err(|e| {
                 NetnsError::Namespace(format!("cannot write {}: {e}", list.display()))
             })?;
-            cmd.arg(&st.dir).arg(list);
-            match &st.real {
-                Some(real) => {
-                    std::fs::create_dir_all(real).map_err(|e| {
-                        NetnsError::Namespace(format!("cannot create {}: {e}", real.display()))
-                    })?;
-                    cmd.arg(real)
-                }
-                None => cmd.arg("-"),
-            };
+            std::fs::create_dir_all(&st.view).map_err(|e| {
+                NetnsError::Namespace(format!("cannot create {}: {e}", st.view.display()))
+            })?;
+            cmd.arg(&st.dir).arg(list).arg(&st.view);
         }
         None => {
             cmd.args(["-", "-", "-"]);
@@ -396,22 +390,27 @@ fn write_proc(path: &str, contents: &str) -> std::result::Result<(), String> {
     std::fs::write(path, contents).map_err(|e| format!("cannot write {path}: {e}"))
 }
 
-/// `agent-sandbox __hold UID GID NET STAGE-DIR STAGE-LIST REAL ADDR…` — runs in the holder
+/// `agent-sandbox __hold UID GID NET STAGE-DIR STAGE-LIST VIEW ADDR…` — runs in the holder
 /// process. `NET` is `net` (own network namespace, pasta, the host's ADDRs cut off) or `-`;
-/// `STAGE-DIR STAGE-LIST REAL` name the directory to stage, the file listing its entries and
-/// where to bind the real directory too ([`super::stage`]), or are `-`.
+/// `STAGE-DIR STAGE-LIST VIEW` name the directory to stage, the file listing its entries and
+/// where to build the view ([`super::stage`]), or are `-`.
 pub fn hold_main(args: &[OsString]) -> i32 {
     let fail = |msg: String| {
         eprintln!("{msg}");
         1
     };
-    let [uid, gid, net, stage_dir, stage_list, stage_real, addrs @ ..] = args else {
-        return fail("usage: __hold UID GID net|- STAGE-DIR|- STAGE-LIST|- REAL|- ADDR…".into());
+    let [uid, gid, net, stage_dir, stage_list, stage_view, addrs @ ..] = args else {
+        return fail("usage: __hold UID GID net|- STAGE-DIR|- STAGE-LIST|- VIEW|- ADDR…".into());
     };
     let (uid, gid) = (uid.to_string_lossy(), gid.to_string_lossy());
     let net = net == "net";
-    let stage = (stage_dir != "-").then(|| (Path::new(stage_dir), Path::new(stage_list)));
-    let real = (stage_real != "-").then(|| Path::new(stage_real));
+    let stage = (stage_dir != "-").then(|| {
+        (
+            Path::new(stage_dir),
+            Path::new(stage_list),
+            Path::new(stage_view),
+        )
+    });
     let mut flags = CloneFlags::CLONE_NEWUSER;
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
@@ -430,11 +429,11 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     if let Err(e) = maps {
         return fail(e);
     }
-    if let Some((dir, list)) = stage {
+    if let Some((dir, list, view)) = stage {
         let staged = std::fs::read(list)
             .map_err(|e| format!("cannot read the staging list {}: {e}", list.display()))
             .and_then(|bytes| super::stage::decode_names(&bytes))
-            .and_then(|names| super::stage::stage(dir, &names, real));
+            .and_then(|names| super::stage::stage(dir, &names, view));
         if let Err(e) = staged {
             return fail(format!(
                 "cannot stage the closure in {}: {e}",
@@ -589,7 +588,7 @@ mod tests {
         let st = crate::plan::Staging {
             dir: "/nix/store".into(),
             names: vec![],
-            real: None,
+            view: "/s/store-view".into(),
         };
         for (net, stage, want) in [
             (true, None, "user,net"),

@@ -1,14 +1,13 @@
 //! Staging a large closure in the namespace holder's mount namespace (see
-//! [`crate::plan::stage_closure`]): a tmpfs over the store directory holding only the
+//! [`crate::plan::stage_closure`]): a tmpfs beside the store directory holding only the
 //! closure's entries, each bound from the real one. bwrap, run inside the holder's
-//! namespaces, then binds the directory once, recursively and read-only.
+//! namespaces, then binds that view onto the store directory once, recursively and read-only.
 //!
 //! Runs in the holder right after it unshared its user and mount namespaces (it holds every
 //! capability there, and only there). Nothing here touches the host's mount table.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -78,10 +77,10 @@ fn mount(
     Ok(())
 }
 
-/// Covers `dir` with a tmpfs holding exactly `names`, each the real entry bound in place
-/// (symlinks recreated). Every name must exist in the real `dir`. With `real`, the real `dir`
-/// is bound there too (an existing directory outside everything the sandbox sees).
-pub fn stage(dir: &Path, names: &[OsString], real: Option<&Path>) -> Result<(), String> {
+/// Builds at `view` (an existing empty directory) a tmpfs holding exactly `names`, each the
+/// entry of `dir` bound in place (symlinks recreated). Every name must exist in `dir`, which
+/// itself is left as it is.
+pub fn stage(dir: &Path, names: &[OsString], view: &Path) -> Result<(), String> {
     // Nothing done here may propagate back to the host's namespace.
     mount(
         None,
@@ -90,43 +89,21 @@ pub fn stage(dir: &Path, names: &[OsString], real: Option<&Path>) -> Result<(), 
         libc::MS_REC | libc::MS_PRIVATE,
         None,
     )?;
-    let dir_c = cstr(dir)?;
-    // SAFETY: a valid path; O_PATH opens the real directory before the tmpfs hides it.
-    let fd = unsafe {
-        libc::open(
-            dir_c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(format!(
-            "cannot open {}: {}",
-            dir.display(),
-            io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: a fresh descriptor we own.
-    let real_dir = unsafe { OwnedFd::from_raw_fd(fd) };
-    if let Some(real) = real {
-        mount(Some(dir), real, None, libc::MS_BIND | libc::MS_REC, None)?;
-    }
     mount(
         Some(Path::new("tmpfs")),
-        dir,
+        view,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("mode=0755"),
     )?;
-    let via = Path::new("/proc/self/fd").join(real_dir.as_raw_fd().to_string());
     for name in names {
-        let src = via.join(name);
-        let dest = dir.join(name);
+        let src = dir.join(name);
+        let dest = view.join(name);
         let meta = std::fs::symlink_metadata(&src)
-            .map_err(|e| format!("closure path {} : {e}", dest.display()))?;
+            .map_err(|e| format!("closure path {}: {e}", src.display()))?;
         let ft = meta.file_type();
         let made = if ft.is_symlink() {
-            let target =
-                std::fs::read_link(&src).map_err(|e| format!("{}: {e}", dest.display()))?;
+            let target = std::fs::read_link(&src).map_err(|e| format!("{}: {e}", src.display()))?;
             std::os::unix::fs::symlink(target, &dest)
                 .map_err(|e| format!("cannot recreate {}: {e}", dest.display()))?;
             continue;
@@ -155,7 +132,7 @@ mod tests {
         }
     }
 
-    /// In a user + mount namespace of our own: only the staged entries are visible, with
+    /// In a user + mount namespace of our own: the view holds only the listed entries, with
     /// their real contents, a symlink stays a symlink, and the host's view is untouched.
     #[test]
     fn staging_shows_exactly_the_listed_entries() {
@@ -178,13 +155,13 @@ mod tests {
             let _ = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
             let _ = std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"));
             let names: Vec<OsString> = vec!["aaa-one".into(), "ddd-file".into(), "eee-link".into()];
-            let real = store2.with_file_name("real");
-            std::fs::create_dir(&real).unwrap();
-            if let Err(e) = stage(&store2, &names, Some(&real)) {
+            let view = store2.with_file_name("view");
+            std::fs::create_dir(&view).unwrap();
+            if let Err(e) = stage(&store2, &names, &view) {
                 eprintln!("{e}");
                 return 2;
             }
-            let mut seen: Vec<String> = std::fs::read_dir(&store2)
+            let mut seen: Vec<String> = std::fs::read_dir(&view)
                 .unwrap()
                 .map(|e| e.unwrap().file_name().into_string().unwrap())
                 .collect();
@@ -193,20 +170,18 @@ mod tests {
                 eprintln!("{seen:?}");
                 return 3;
             }
-            let ok = std::fs::read_to_string(store2.join("aaa-one/bin/tool")).ok()
+            let ok = std::fs::read_to_string(view.join("aaa-one/bin/tool")).ok()
                 == Some("aaa-one".into())
-                && std::fs::read_to_string(store2.join("ddd-file")).ok() == Some("file".into())
-                && std::fs::read_link(store2.join("eee-link")).ok() == Some("aaa-one".into())
-                && !store2.join("ccc-hidden").exists()
-                && store2
-                    .with_file_name("real")
-                    .join("ccc-hidden/bin/tool")
-                    .exists();
+                && std::fs::read_to_string(view.join("ddd-file")).ok() == Some("file".into())
+                && std::fs::read_link(view.join("eee-link")).ok() == Some("aaa-one".into())
+                && !view.join("ccc-hidden").exists()
+                // The directory itself is left as it is.
+                && store2.join("ccc-hidden/bin/tool").exists();
             if !ok {
                 return 4;
             }
             // An entry that does not exist is an error, not a hole.
-            match stage(&store2, &["zzz-missing".into()], None) {
+            match stage(&store2, &["zzz-missing".into()], &view) {
                 Err(e) if e.contains("zzz-missing") => 0,
                 _ => 5,
             }
