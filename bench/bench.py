@@ -262,15 +262,18 @@ def bare_bwrap(ctx, agent_args):
     if head and head[-1] == "--":
         head = head[:-1]
     # A staged closure (agent-sandbox's holder puts only the closure's entries in the store
-    # directory, bound once): bare bwrap has no holder, so it binds each closure path of that
-    # directory itself, in place of the one bind (the last one, its cheapest position).
+    # directory, built beside it and bound onto it once): bare bwrap has no holder, so it binds
+    # each closure path of that directory itself, in place of that bind (the last one, its
+    # cheapest position).
     staged = next((l for l in lines if l.startswith("closure: ") and " staged " in l), None)
     if staged:
         sdir = staged.split(" paths in ", 1)[1].split(" staged ", 1)[0]
         spec = next((agent_args[i + 1] for i, a in enumerate(agent_args) if a == "--spec"), None)
         with open(spec) as f:
             closure = json.load(f)["closure"]
-        k = next(k for k in range(len(head) - 2) if head[k:k + 3] == ["--ro-bind", sdir, sdir])
+        # `--ro-bind <session>/store-view DIR`: the holder's view (its source was rewritten
+        # above like the other session files); found by its destination.
+        k = next(k for k in range(len(head) - 2) if head[k] == "--ro-bind" and head[k + 2] == sdir)
         binds = []
         for c in closure:
             if os.path.dirname(c) == sdir:
