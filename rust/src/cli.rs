@@ -799,7 +799,9 @@ fn start_proxy(
     Ok(proxy)
 }
 
-/// On the host: one Unix socket per bridge in the session's shared directory.
+/// On the host: one Unix socket per bridge in the session's shared directory (Linux: macOS
+/// has no bridges; its sandbox talks to the proxy on the host's loopback).
+#[cfg(target_os = "linux")]
 fn start_host_bridges(
     plan: &Plan,
     session_dir: &Path,
