@@ -196,16 +196,16 @@ pub fn pass_listeners(spec: &BridgeSpec) -> io::Result<()> {
     Ok(())
 }
 
-/// Host side, for the proxy: accept one connection on `socket_path`, take the listening
+/// Host side, for the proxy: accept one connection on `bind_path`, take the listening
 /// sockets passed over it, check that each is a listening TCP socket on loopback `port`, and
 /// give them to `adopt`. On a thread of its own; the first connection is the sandbox init's
 /// (made before the command starts), and the socket file is removed after it, so nothing in
 /// the sandbox can pass anything else. Whatever fails, the sandbox is left without a proxy
 /// (connections refused), never with another way out.
-#[cfg(target_os = "linux")]
 ///
 /// `bind_path` may be a short `/proc/self/fd/N/…` alias (socket paths are limited to 108
 /// bytes); `real_path` is the file's lasting name, removed after the handover.
+#[cfg(target_os = "linux")]
 pub fn receive_listeners(
     bind_path: &Path,
     real_path: &Path,
