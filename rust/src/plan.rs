@@ -930,14 +930,25 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
         return None;
     }
     let dir = dir.to_path_buf();
-    let children: Vec<PathBuf> = children.into_iter().map(Path::to_path_buf).collect();
+    // A spec may list a path twice; the view holds each entry once.
+    let mut children: Vec<PathBuf> = children.into_iter().map(Path::to_path_buf).collect();
+    children.sort();
+    children.dedup();
     // A set: every mount is checked against it (a list made this quadratic).
     let child_set: std::collections::HashSet<&Path> =
         children.iter().map(PathBuf::as_path).collect();
     let is_child_bind = |m: &Mount| matches!(m, Mount::RoBind { src, dest } if src == dest && child_set.contains(src.as_path()));
     // Every child must still be bound on its own (allowNix replaced them with the whole
     // store), and nothing else may be mounted in or over the directory.
-    if plan.mounts.iter().filter(|m| is_child_bind(m)).count() != children.len() {
+    let bound: std::collections::HashSet<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            Mount::RoBind { src, .. } if is_child_bind(m) => Some(src.as_path()),
+            _ => None,
+        })
+        .collect();
+    if bound.len() != children.len() {
         return None;
     }
     let inside = |p: &Path| p.starts_with(&dir);

@@ -288,6 +288,19 @@ mod tests {
         assert_eq!(staging.names.len(), n);
         assert_eq!(staging.names[0], "abc-bash");
         assert_eq!(staging.names[n - 1], format!("h{:03}-pkg", n - 1).as_str());
+        // A path listed twice is staged once.
+        let mut twice = closure_plan(n);
+        twice.closure.push("/nix/store/h001-pkg".into());
+        twice.mounts.insert(
+            0,
+            Mount::RoBind {
+                src: "/nix/store/h001-pkg".into(),
+                dest: "/nix/store/h001-pkg".into(),
+            },
+        );
+        let st = crate::plan::stage_closure(&mut twice, Path::new("/s/store-view")).unwrap();
+        assert_eq!(st.names.len(), n);
+        assert!(!argv(&twice).iter().any(|x| x == "/nix/store/h001-pkg"));
         let a = argv(&p);
         let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
         let j = a.iter().position(|x| x == "--chdir").unwrap();
