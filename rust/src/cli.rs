@@ -588,16 +588,14 @@ fn launch(
     // A large closure is staged in the holder's mount namespace, in any network mode.
     let open = plan.network == Network::Open;
     let holder = if open || staging.is_some() {
-        let helper =
-            std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
-        // The holder and the namespace entry: the small binary when it is installed.
-        let exe = init_beside(&helper).unwrap_or(helper);
+        // The holder and the namespace entry: the init's binary (the small one when installed).
+        let exe = &plan.entry_exe;
         let opts = netns::HolderOptions {
             net: open,
             dns_forward: plan.dns_forward.as_deref(),
             stage: staging,
         };
-        Some((netns::setup(&exe, session_dir, &opts)?, exe, opts))
+        Some((netns::setup(exe, session_dir, &opts)?, exe, opts))
     } else {
         None
     };

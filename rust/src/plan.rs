@@ -170,6 +170,9 @@ pub struct Plan {
     pub own_process_group: bool,
     /// The closure's paths, each bound read-only at its own path (empty in host-system mode).
     pub closure: Vec<PathBuf>,
+    /// The binary bound at `INIT_PATH` (the small `agent-sandbox-init`, or the helper itself);
+    /// it also runs the namespace holder and `__enter`.
+    pub entry_exe: PathBuf,
     /// The binary at `INIT_PATH` is the whole helper, so it needs its `__init` subcommand
     /// (false: it is `agent-sandbox-init`, which is nothing but the init).
     pub init_is_helper: bool,
@@ -759,8 +762,9 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     for (_, i) in keep {
         mounts.push(layered[i].1.clone());
     }
+    let entry_exe = host.init_exe.as_ref().unwrap_or(&host.helper_exe).clone();
     mounts.push(Mount::RoBind {
-        src: host.init_exe.as_ref().unwrap_or(&host.helper_exe).clone(),
+        src: entry_exe.clone(),
         dest: INIT_PATH.into(),
     });
 
@@ -882,6 +886,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         bridges,
         own_process_group: false,
         closure: closure_paths,
+        entry_exe,
         init_is_helper: host.init_exe.is_none(),
         upstream_ca_files,
         ca_bundle_source,

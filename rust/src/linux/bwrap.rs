@@ -131,6 +131,7 @@ mod tests {
             bridges: vec![],
             own_process_group: false,
             closure: vec![],
+            entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
             init_is_helper: true,
             upstream_ca_files: vec![],
             ca_bundle_source: None,
