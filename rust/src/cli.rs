@@ -139,7 +139,7 @@ pub fn main() -> i32 {
             print!("{}", crate::spec::schema_json());
             Ok(0)
         }
-        Command::Init { command } => Ok(run_init(command)),
+        Command::Init { command } => Ok(init_main(&command)),
     };
     match result {
         Ok(code) => code,
@@ -196,25 +196,22 @@ pub fn init_main(args: &[OsString]) -> i32 {
     if rest.first().is_some_and(|a| a == "--") {
         rest = &rest[1..];
     }
-    #[cfg(target_os = "linux")]
-    for p in &passed {
-        if let Err(e) = crate::bridge::pass_listeners(p) {
+    init_with(rest.to_vec(), move || {
+        #[cfg(target_os = "linux")]
+        for p in &passed {
             // Fail closed: without its proxy port the sandbox would have no way out at all,
             // which is safe, but the command would fail in confusing ways; stop here instead.
-            eprintln!(
-                "agent-sandbox: error: cannot hand 127.0.0.1:{} inside the sandbox to the proxy over {}: {e}",
-                p.port,
-                p.socket.display()
-            );
-            return EXIT_SETUP;
+            crate::bridge::pass_listeners(p).map_err(|e| {
+                format!(
+                    "cannot hand 127.0.0.1:{} inside the sandbox to the proxy over {}: {e}",
+                    p.port,
+                    p.socket.display()
+                )
+            })?;
         }
-    }
-    if let Err(e) = start_sandbox_bridges(&bridges) {
         // Fail closed: a port the sandbox was promised but cannot serve stops the start.
-        eprintln!("agent-sandbox: error: {e}");
-        return EXIT_SETUP;
-    }
-    run_init(rest.to_vec())
+        start_sandbox_bridges(&bridges).map_err(|e| one_line(&e))
+    })
 }
 
 fn one_line(e: &anyhow::Error) -> String {
@@ -250,13 +247,14 @@ fn start_sandbox_bridges(bridges: &[crate::bridge::BridgeSpec]) -> anyhow::Resul
     r
 }
 
+/// The hardening first (before the bridges start threads), then `setup`, then the init.
 #[cfg(target_os = "linux")]
-fn run_init(cmd: Vec<OsString>) -> i32 {
-    crate::linux::init::run_init(cmd)
+fn init_with(cmd: Vec<OsString>, setup: impl FnOnce() -> Result<(), String>) -> i32 {
+    crate::linux::init::harden_and_run(cmd, setup)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn run_init(_cmd: Vec<OsString>) -> i32 {
+fn init_with(_cmd: Vec<OsString>, _setup: impl FnOnce() -> Result<(), String>) -> i32 {
     eprintln!("agent-sandbox: error: __init is only used inside the Linux sandbox");
     EXIT_SETUP
 }

@@ -59,6 +59,10 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
             }
         }
     }
+    // The sandbox's root is bwrap's tmpfs: once every mount point is in place, nothing may
+    // use `/`, `/etc` or `/opt` as scratch space (only that mount: $HOME, /tmp and the binds
+    // keep their own modes).
+    a.extend(["--remount-ro".into(), "/".into()]);
     a.push("--chdir".into());
     a.push(plan.cwd.clone().into());
     a.push("--".into());
@@ -183,6 +187,8 @@ mod tests {
                 "--bind",
                 "/home/u/my proj",
                 "/home/u/my proj",
+                "--remount-ro",
+                "/",
                 "--chdir",
                 "/home/u/my proj",
                 "--",
@@ -329,6 +335,8 @@ mod tests {
                 "--ro-bind",
                 "/s/store-view",
                 "/nix/store",
+                "--remount-ro",
+                "/",
             ]
         );
     }

@@ -20,7 +20,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd, siginfo};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::seccomp::{SeccompError, install_tty_injection_filter};
+use super::seccomp::{SeccompError, install_sandbox_filters};
 
 /// The sandbox could not start the command (our failure, not the command's).
 const EXIT_SETUP: i32 = 125;
@@ -46,8 +46,12 @@ pub enum InitError {
     NoCommand,
     #[error("cannot set up signal handling in the sandbox init: {0}")]
     Signals(Errno),
-    #[error("cannot install the terminal-injection filter: {0}")]
+    #[error("cannot install the sandbox's seccomp filter: {0}")]
     Filter(#[from] SeccompError),
+    #[error("cannot close the descriptors the sandbox inherited: {0}")]
+    CloseFds(io::Error),
+    #[error("cannot make the sandbox init non-dumpable (prctl PR_SET_DUMPABLE): {0}")]
+    Dumpable(io::Error),
     #[error(
         "command not found inside the sandbox: {name} (PATH={path}). Fix: add the package providing it (allowedPackages) or use an absolute path that is exposed in the sandbox"
     )]
@@ -77,6 +81,50 @@ impl InitError {
 }
 
 type Result<T> = std::result::Result<T, InitError>;
+
+/// The first thing the sandbox's PID 1 does, before it starts any thread (the bridges) or
+/// opens anything: close every descriptor above stderr, become non-dumpable, and install the
+/// seccomp filters on every thread.
+///
+/// * Descriptors: bwrap passes on every descriptor its caller leaked to it. One open on a host
+///   directory would let the command `openat` its way out of the mount namespace
+///   (`/proc/1/fd/N/..`), and a leaked socket (ssh-agent, D-Bus) could be taken with
+///   `pidfd_getfd`. They are closed, not only marked close-on-exec: PID 1 lives as long as the
+///   sandbox.
+/// * Non-dumpable: the command runs as the same user as PID 1, so without this it could
+///   `ptrace` PID 1, write `/proc/1/mem`, read `/proc/1/environ` and `/proc/1/fd`, or take its
+///   descriptors with `pidfd_getfd`, and make PID 1 do what the filters deny the command.
+///   exec resets the flag, so the command itself stays debuggable.
+/// * Filters before threads (and TSYNC): a thread of PID 1 without them could be steered by
+///   anything that reaches PID 1 into calling `TIOCSTI` or `keyctl`.
+///
+/// Fail closed: an error here stops the sandbox before the command exists.
+pub fn harden() -> Result<()> {
+    close_inherited_fds().map_err(InitError::CloseFds)?;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(InitError::Dumpable(io::Error::last_os_error()));
+    }
+    install_sandbox_filters()?;
+    Ok(())
+}
+
+/// [`harden`], then the init; what `agent-sandbox __init` runs once its arguments are parsed.
+/// `setup` runs between the two (the bridges), with the hardening already in force.
+pub fn harden_and_run(
+    cmd: Vec<OsString>,
+    setup: impl FnOnce() -> std::result::Result<(), String>,
+) -> i32 {
+    if let Err(e) = harden() {
+        eprintln!("agent-sandbox: error: {e}");
+        return e.exit_code();
+    }
+    if let Err(msg) = setup() {
+        eprintln!("agent-sandbox: error: {msg}");
+        return EXIT_SETUP;
+    }
+    run_init(cmd)
+}
 
 /// Runs `cmd` as the sandbox's init and returns the exit code to exit with: the command's own
 /// code, 128+N if a signal N killed it, or 125/126/127 (with a message on stderr) if it could not
@@ -121,15 +169,12 @@ fn init(cmd: &[OsString]) -> Result<i32> {
         .map_err(InitError::Signals)?;
     let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(InitError::Signals)?;
 
-    // bwrap passes through every descriptor its caller leaked to it; one open on a host
-    // directory would let the command `openat` its way out of the mount namespace.
+    // Descriptors opened since `harden` (the bridges' listeners, our signalfd) must not reach
+    // the command either.
     close_inherited_fds_on_exec();
+    let env = take_environment();
 
-    // Fail closed: without the filter the command could type into the user's shell (TIOCSTI).
-    // Installed before the spawn so the command and all its descendants inherit it.
-    install_tty_injection_filter()?;
-
-    let child = spawn(program, args, announced)?;
+    let child = spawn(program, args, &env, announced)?;
     let child = Pid::from_raw(child.id() as i32);
     loop {
         let info = match signals.read_signal() {
@@ -206,9 +251,14 @@ pub fn set_own_process_group(yes: bool) {
     OWN_PROCESS_GROUP.store(yes, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn spawn(program: &OsString, args: &[OsString], announced: SigSet) -> Result<std::process::Child> {
+fn spawn(
+    program: &OsString,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+    announced: SigSet,
+) -> Result<std::process::Child> {
     let mut command = Command::new(program);
-    command.args(args);
+    command.args(args).env_clear().envs(env.iter().cloned());
     if OWN_PROCESS_GROUP.load(std::sync::atomic::Ordering::Relaxed) {
         command.process_group(0);
     }
@@ -225,19 +275,23 @@ fn spawn(program: &OsString, args: &[OsString], announced: SigSet) -> Result<std
             Ok(())
         });
     }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
     command
         .spawn()
-        .map_err(|source| spawn_error(program, source))
+        .map_err(|source| spawn_error(program, &path, source))
 }
 
-fn spawn_error(program: &OsStr, source: io::Error) -> InitError {
+fn spawn_error(program: &OsStr, path: &OsStr, source: io::Error) -> InitError {
     let name = program.to_string_lossy().into_owned();
-    let path = std::env::var_os("PATH").unwrap_or_default();
     match source.raw_os_error() {
         Some(libc::ENOENT) => {
             // ENOENT also comes back when the file is there but its `#!` interpreter or ELF
             // loader is not, which "not found" would misdescribe.
-            if find_program(program, &path).is_some() {
+            if find_program(program, path).is_some() {
                 InitError::InterpreterMissing { name }
             } else {
                 InitError::NotFound {
@@ -260,6 +314,52 @@ fn find_program(program: &OsStr, path: &OsStr) -> Option<std::path::PathBuf> {
     std::env::split_paths(path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
+}
+
+/// Takes the environment out of this process: returns it for the command and leaves PID 1
+/// with none. `clearenv` empties `environ`, and the strings themselves, which the kernel shows
+/// in `/proc/1/environ` (the declared variables, tokens among them), are overwritten: PID 1
+/// lives as long as the sandbox, and nothing in it needs them.
+fn take_environment() -> Vec<(OsString, OsString)> {
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    // SAFETY: PID 1 has no thread that reads the environment (the bridges never do), and
+    // nothing keeps pointers into the block being cleared: std copied every value above.
+    unsafe {
+        libc::clearenv();
+        if let Some((start, end)) = environment_block() {
+            std::ptr::write_bytes(start as *mut u8, 0, end - start);
+        }
+    }
+    env
+}
+
+/// Where the kernel placed this process's environment strings (`env_start`, `env_end`: fields
+/// 50 and 51 of `/proc/self/stat`).
+fn environment_block() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces; count after it.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let start: usize = fields.get(47)?.parse().ok()?;
+    let end: usize = fields.get(48)?.parse().ok()?;
+    (start > 0 && end > start).then_some((start, end))
+}
+
+/// Closes every descriptor above stderr (see [`harden`]).
+fn close_inherited_fds() -> io::Result<()> {
+    // SAFETY: closes descriptors only; nothing in this process owns one yet.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if rc == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.9 lack close_range: close what /proc lists.
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds.into_iter().filter(|&fd| fd > 2) {
+        // EBADF for the directory handle read_dir has closed by now; nothing to do.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
 }
 
 /// Marks every descriptor above stderr close-on-exec, so only 0, 1 and 2 reach the command.
@@ -353,10 +453,16 @@ mod tests {
         std::fs::write(&file, "#!/no/such/interpreter\n").unwrap();
         std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        let err = spawn_error(file.as_os_str(), io::Error::from_raw_os_error(libc::ENOENT));
+        let path = OsStr::new("/usr/bin:/bin");
+        let err = spawn_error(
+            file.as_os_str(),
+            path,
+            io::Error::from_raw_os_error(libc::ENOENT),
+        );
         assert!(matches!(err, InitError::InterpreterMissing { .. }), "{err}");
         let err = spawn_error(
             OsStr::new("no-such-cmd-xyz"),
+            path,
             io::Error::from_raw_os_error(libc::ENOENT),
         );
         assert!(

@@ -1,10 +1,24 @@
-//! The terminal-injection seccomp filter.
+//! The sandbox's seccomp filters, installed by its PID 1 before anything else runs there
+//! (before the bridge threads too, so no thread of PID 1 runs unfiltered) and inherited by
+//! every process of the sandbox.
 //!
-//! The sandbox keeps the user's controlling terminal (no `bwrap --new-session`, so that job
-//! control, `/dev/tty` and `SIGWINCH` keep working for interactive agents). The price is that a
-//! process in the sandbox could push keystrokes into the terminal with `TIOCSTI` (they would be
-//! read by the user's shell after the sandbox exits) or with `TIOCLINUX` (copy/paste on a Linux
-//! virtual console). bwrap's manual asks for exactly this filter when `--new-session` is not used.
+//! What they deny, and why each:
+//! * `ioctl(TIOCSTI)` / `ioctl(TIOCLINUX)`: the sandbox keeps the user's controlling terminal
+//!   (no `bwrap --new-session`, so job control, `/dev/tty` and `SIGWINCH` keep working for
+//!   interactive agents), and these would push keystrokes into it (read by the user's shell
+//!   after the sandbox exits) or paste a console selection. bwrap's manual asks for exactly this
+//!   filter when `--new-session` is not used.
+//! * `keyctl`, `add_key`, `request_key`: the kernel keyrings are not namespaced; the user's
+//!   session keyring (Kerberos tickets, ecryptfs and PAM-stored tokens) would be reachable.
+//! * Setting the setuid or setgid bit: the `chmod` family (`chmod`, `fchmod`, `fchmodat`,
+//!   `fchmodat2`) with `S_ISUID`/`S_ISGID` in the mode, and files created with them (`open`,
+//!   `openat`, `creat` with `O_CREAT` or `O_TMPFILE`, `mknod`, `mknodat`). A setuid file left in
+//!   the project keeps its bit on the host, where it would run with the owner's rights (a
+//!   setuid-root shell after a root launch). `mkdir` cannot set these bits.
+//! * `openat2` (`ENOSYS`): its mode sits in a struct the filter cannot read, so it could create
+//!   a setuid file; libc and runtimes fall back to `openat` on `ENOSYS`, as on older kernels.
+//! * `io_uring_setup`/`_enter`/`_register` (`ENOSYS`): io_uring performs opens, connects and
+//!   more without the syscalls this filter inspects. Nothing needs it; callers fall back.
 //!
 //! Everything else is allowed: this is not a syscall allowlist.
 
@@ -19,6 +33,10 @@ use seccompiler::{
 const TIOCSTI: u64 = 0x5412;
 /// `TIOCLINUX`: virtual-console sub-commands, among them the selection paste (`TIOCL_PASTESEL`).
 const TIOCLINUX: u64 = 0x541C;
+/// The mode bits that make an executable run with its owner's or group's rights.
+const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+/// `fchmodat2` (Linux 6.6); the same number on every architecture (the unified table).
+const SYS_FCHMODAT2: i64 = 452;
 
 /// On x86_64 the x32 ABI uses the same audit arch (`AUDIT_ARCH_X86_64`) as native 64-bit code, so
 /// seccompiler's arch check lets it through; its syscall numbers carry this bit instead.
@@ -28,10 +46,10 @@ const X32_SYSCALL_BIT: i64 = 0x4000_0000;
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
     #[error(
-        "the terminal-injection filter is not built for the architecture `{0}` (expected x86_64, aarch64 or riscv64)"
+        "the sandbox's seccomp filter is not built for the architecture `{0}` (expected x86_64, aarch64 or riscv64)"
     )]
     UnsupportedArch(&'static str),
-    #[error("cannot build the terminal-injection filter: {0}")]
+    #[error("cannot build the sandbox's seccomp filter: {0}")]
     Build(#[from] BackendError),
     #[error("cannot set no_new_privs (prctl PR_SET_NO_NEW_PRIVS): {0}")]
     NoNewPrivs(nix::Error),
@@ -40,6 +58,16 @@ pub enum SeccompError {
 }
 
 type Result<T> = std::result::Result<T, SeccompError>;
+
+/// Each native syscall number, and on x86_64 its x32 twin (same number with the x32 bit; every
+/// call listed here is a "common" entry of the table).
+fn with_x32(numbers: &[i64]) -> Vec<i64> {
+    #[allow(unused_mut)]
+    let mut all = numbers.to_vec();
+    #[cfg(target_arch = "x86_64")]
+    all.extend(numbers.iter().map(|n| X32_SYSCALL_BIT | n));
+    all
+}
 
 /// The `ioctl` syscall numbers a process of this architecture can reach.
 fn ioctl_syscalls() -> Vec<i64> {
@@ -52,30 +80,48 @@ fn ioctl_syscalls() -> Vec<i64> {
     numbers
 }
 
-/// `keyctl`, `add_key`, `request_key`, and their x32 entry points on x86_64.
-fn keyring_syscalls() -> Vec<i64> {
-    #[allow(unused_mut)]
-    let mut numbers = vec![libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key];
-    #[cfg(target_arch = "x86_64")]
-    numbers.extend(
-        [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key].map(|n| X32_SYSCALL_BIT | n),
-    );
-    numbers
+/// A rule matching when every `(argument, mask)` pair has all of the mask's bits set. Arguments
+/// are compared as 32 bits: the kernel truncates ioctl requests, modes and open flags to
+/// `unsigned int`/`umode_t`, so a value with junk in the upper half means the same to it.
+fn bits_set(pairs: &[(u8, u64)]) -> Result<SeccompRule> {
+    let conditions = pairs
+        .iter()
+        .map(|&(arg, mask)| {
+            SeccompCondition::new(
+                arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(mask),
+                mask,
+            )
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(SeccompRule::new(conditions)?)
 }
 
-/// Compiles the filter for the architecture this binary was built for: every syscall is allowed,
-/// except `ioctl(_, TIOCSTI | TIOCLINUX, …)` and the keyring calls, which fail with `EPERM`.
-///
-/// The request is compared as 32 bits (`Dword`) because the kernel truncates it to an
-/// `unsigned int`: a request of `0xffff_ffff_0000_5412` is still `TIOCSTI` to the tty layer, and a
-/// 64-bit comparison would let it through (the bypass found in several sandboxes' first filters).
-///
-/// seccompiler prepends an architecture check: a syscall made through another ABI (32-bit
-/// `int 0x80` on x86_64, AArch32 on aarch64) kills the process. That is fail-closed: the filter
-/// cannot be evaded through a compat ABI, and 32-bit binaries therefore do not run in the sandbox.
-pub fn tty_injection_filter() -> Result<BpfProgram> {
-    let arch = std::env::consts::ARCH;
-    let target = TargetArch::try_from(arch).map_err(|_| SeccompError::UnsupportedArch(arch))?;
+/// Rules matching a setuid or setgid bit in argument `mode`.
+fn set_id_mode(mode: u8) -> Result<Vec<SeccompRule>> {
+    SET_ID_BITS
+        .iter()
+        .map(|&bit| bits_set(&[(mode, bit)]))
+        .collect()
+}
+
+/// Rules matching a file created (`O_CREAT` or `O_TMPFILE` in argument `flags`) with a setuid or
+/// setgid bit in argument `mode`.
+fn set_id_create(flags: u8, mode: u8) -> Result<Vec<SeccompRule>> {
+    let creating = [libc::O_CREAT as u64, libc::O_TMPFILE as u64];
+    let mut rules = Vec::new();
+    for how in creating {
+        for bit in SET_ID_BITS {
+            rules.push(bits_set(&[(flags, how), (mode, bit)])?);
+        }
+    }
+    Ok(rules)
+}
+
+/// The calls denied with `EPERM`, each with the rules that select the denied uses (an empty
+/// list denies every call).
+fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
     let request_is = |request: u64| -> Result<SeccompRule> {
         let condition =
             SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)?;
@@ -85,30 +131,94 @@ pub fn tty_injection_filter() -> Result<BpfProgram> {
     for nr in ioctl_syscalls() {
         rules.insert(nr, vec![request_is(TIOCSTI)?, request_is(TIOCLINUX)?]);
     }
-    // The kernel keyrings are not namespaced: the user's session keyring (Kerberos tickets,
-    // ecryptfs and PAM-stored tokens) would be readable and writable from inside. An empty
-    // rule list matches every call.
-    for nr in keyring_syscalls() {
+    for nr in with_x32(&[libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key]) {
         rules.insert(nr, vec![]);
     }
+    // (syscall, index of its mode argument)
+    let mut chmods = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+    ];
+    chmods.push((libc::SYS_mknodat, 2));
+    // (syscall, index of its flags argument, index of its mode argument)
+    #[allow(unused_mut)]
+    let mut opens = vec![(libc::SYS_openat, 2, 3)];
+    // The legacy calls exist on x86_64 only; aarch64 and riscv64 have just the *at forms.
+    #[cfg(target_arch = "x86_64")]
+    {
+        chmods.extend([
+            (libc::SYS_chmod, 1),
+            (libc::SYS_creat, 1),
+            (libc::SYS_mknod, 1),
+        ]);
+        opens.push((libc::SYS_open, 1, 2));
+    }
+    for (nr, mode) in chmods {
+        for nr in with_x32(&[nr]) {
+            rules.insert(nr, set_id_mode(mode)?);
+        }
+    }
+    for (nr, flags, mode) in opens {
+        for nr in with_x32(&[nr]) {
+            rules.insert(nr, set_id_create(flags, mode)?);
+        }
+    }
+    Ok(rules)
+}
+
+/// The calls denied outright with `ENOSYS`, so callers take the path they take on kernels
+/// without them.
+fn enosys_syscalls() -> Vec<i64> {
+    with_x32(&[
+        libc::SYS_openat2,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ])
+}
+
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram> {
+    let arch = std::env::consts::ARCH;
+    let target = TargetArch::try_from(arch).map_err(|_| SeccompError::UnsupportedArch(arch))?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno as u32),
         target,
     )?;
     Ok(BpfProgram::try_from(filter)?)
 }
 
-/// Installs [`tty_injection_filter`] on the calling thread; children forked from it afterwards
-/// inherit it, and no process can remove it.
+/// Compiles the sandbox's filters for the architecture this binary was built for (one per
+/// errno, since a seccompiler filter has a single match action): every syscall is allowed except
+/// the uses listed in the module docs.
+///
+/// seccompiler prepends an architecture check: a syscall made through another ABI (32-bit
+/// `int 0x80` on x86_64, AArch32 on aarch64) kills the process. That is fail-closed: the filter
+/// cannot be evaded through a compat ABI, and 32-bit binaries therefore do not run in the sandbox.
+pub fn sandbox_filters() -> Result<Vec<BpfProgram>> {
+    let enosys = enosys_syscalls()
+        .into_iter()
+        .map(|nr| (nr, vec![]))
+        .collect();
+    Ok(vec![
+        compile(eperm_rules()?, libc::EPERM)?,
+        compile(enosys, libc::ENOSYS)?,
+    ])
+}
+
+/// Installs [`sandbox_filters`] on every thread of the calling process (TSYNC); children
+/// forked afterwards inherit them, and no process can remove them.
 ///
 /// Sets `no_new_privs` first, which the kernel requires for an unprivileged filter and which
 /// bwrap has already set for the sandbox anyway.
-pub fn install_tty_injection_filter() -> Result<()> {
-    let program = tty_injection_filter()?;
+pub fn install_sandbox_filters() -> Result<()> {
+    let programs = sandbox_filters()?;
     nix::sys::prctl::set_no_new_privs().map_err(SeccompError::NoNewPrivs)?;
-    seccompiler::apply_filter(&program)?;
+    for program in &programs {
+        seccompiler::apply_filter_all_threads(program)?;
+    }
     Ok(())
 }
 
@@ -151,7 +261,7 @@ mod tests {
         if ioctl_errno(tty, TIOCSTI, byte_ptr) == Some(libc::EPERM) {
             return 10;
         }
-        if install_tty_injection_filter().is_err() {
+        if install_sandbox_filters().is_err() {
             return 11;
         }
         if ioctl_errno(tty, TIOCSTI, byte_ptr) != Some(libc::EPERM) {
@@ -185,8 +295,8 @@ mod tests {
 
     #[test]
     fn filter_compiles_for_this_arch() {
-        let program = tty_injection_filter().expect("filter");
-        assert!(!program.is_empty());
+        let programs = sandbox_filters().expect("filters");
+        assert!(programs.iter().all(|p| !p.is_empty()));
     }
 
     #[test]
