@@ -379,26 +379,12 @@ fn host_home() -> anyhow::Result<PathBuf> {
     Ok(canon)
 }
 
-fn find_bwrap() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("AGENT_SANDBOX_BWRAP") {
-        return Ok(PathBuf::from(p));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
-        let c = dir.join("bwrap");
-        if c.is_file() {
-            return Ok(c);
-        }
-    }
-    bail!(
-        "bubblewrap (bwrap) was not found on PATH. Fix: install it (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap) or set AGENT_SANDBOX_BWRAP to its path"
-    )
-}
-
 fn run(a: RunArgs) -> anyhow::Result<i32> {
     // Before any thread exists: forwarded signals must be blocked everywhere (see supervise).
     #[cfg(target_os = "linux")]
     crate::linux::supervise::block_forwarded_signals()?;
+    // Read first, before this process opens anything of its own.
+    let inherited = inherited_fds();
     let home = host_home()?;
     let cwd_raw = std::env::current_dir()
         .context("cannot read the current directory. Fix: cd into an existing directory")?;
@@ -409,6 +395,10 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         None => Spec::new(),
     };
     merge_flags(&mut spec, &a, &cwd, &home)?;
+    // The spec and --env-file pipes are read: nothing the caller leaked stays open here, so
+    // nothing reaches bwrap, pasta or the holder (a directory descriptor would lead out of
+    // any mount namespace, a socket to ssh-agent or D-Bus). The init closes them again.
+    close_fds(&inherited);
 
     let out_hint = spec
         .out_name
@@ -448,7 +438,12 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         helper_exe,
         init_exe,
     };
-    let plan = plan::build(&spec, &a.command, &host)?;
+    let mut plan = plan::build(&spec, &a.command, &host)?;
+    let caller_path = std::env::var_os("PATH").unwrap_or_default();
+    let risky = crate::tools::writable_path_entries(&caller_path, &plan.writable_sources(), |p| {
+        std::fs::canonicalize(p).ok()
+    });
+    plan.warnings.extend(crate::tools::path_warning(&risky));
     check_session_dir_hidden(&plan, &session_dir)?;
 
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
@@ -466,8 +461,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         bail!("agent-sandbox cannot launch sandboxes on {target} (Linux and macOS are supported)");
     }
 
-    let bwrap = find_bwrap()?;
-    let mut plan = plan;
+    let bwrap = crate::tools::locate(&crate::tools::BWRAP, &plan.writable_sources())?;
     let identity = plan::share_identity_files(&mut plan, &base, &session_dir);
     let staging = plan::stage_closure(&mut plan, &session_dir.join(STAGED_VIEW_DIR));
     plan.own_process_group = !foreground_of_a_terminal();
@@ -482,7 +476,15 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         );
     }
     if a.dry_run {
-        print!("{}", report::render(&plan, &bwrap.to_string_lossy(), &argv));
+        print!(
+            "{}",
+            report::render(
+                &plan,
+                &bwrap.to_string_lossy(),
+                &argv,
+                report::Audience::Terminal
+            )
+        );
         if let Some(st) = &staging {
             println!("{}", staging_note(st));
         }
@@ -523,6 +525,31 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     )
 }
 
+/// The descriptors above stderr this process has open (at start: all inherited).
+fn inherited_fds() -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))
+    else {
+        return Vec::new();
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    // The directory's own descriptor was in the listing and is closed by now; any other
+    // descriptor reusing its number later is ours, so leave that number out.
+    fds.into_iter()
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+        .collect()
+}
+
+fn close_fds(fds: &[i32]) {
+    for &fd in fds {
+        // SAFETY: these numbers were open when the process started and this process never
+        // wrapped them in an owning type.
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// The `--dry-run` / launch.log line for a staged closure.
 fn staging_note(st: &plan::Staging) -> String {
     format!(
@@ -561,7 +588,7 @@ fn write_launch_logs(
             .collect::<Vec<_>>(),
     )?;
     session::write_file(dir, "argv.json", argv_json.as_bytes())?;
-    let mut log = report::render(plan, &bwrap.to_string_lossy(), argv);
+    let mut log = report::render(plan, &bwrap.to_string_lossy(), argv, report::Audience::Log);
     if let Some(st) = staging {
         log.push_str(&staging_note(st));
         log.push('\n');
@@ -585,6 +612,7 @@ fn launch(
     // the host cut off; the holder keeps that namespace alive until we return.
     // A large closure is staged in the holder's mount namespace, in any network mode.
     let open = plan.network == Network::Open;
+    let writable = plan.writable_sources();
     let holder = if open || staging.is_some() {
         // The holder and the namespace entry: the init's binary (the small one when installed).
         let exe = &plan.entry_exe;
@@ -592,6 +620,7 @@ fn launch(
             net: open,
             dns_forward: plan.dns_forward.as_deref(),
             stage: staging,
+            writable: &writable,
         };
         Some((netns::setup(exe, session_dir, &opts)?, exe, opts))
     } else {

@@ -14,3 +14,4 @@ pub mod report;
 pub mod session;
 pub mod spec;
 pub mod symlinks;
+pub mod tools;

@@ -189,6 +189,22 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
+impl Plan {
+    /// The host paths the sandbox can write (the sources of its read-write binds), which
+    /// outlive it: nothing the launcher runs or trusts may come from there.
+    pub fn writable_sources(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for m in &self.mounts {
+            if let Mount::Bind { src, .. } = m {
+                if !out.iter().any(|w| src.starts_with(w)) {
+                    out.push(src.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
 /// What the planner needs to know about the host. Gathered by the caller; passed in so the
 /// planner is deterministic under test.
 #[derive(Debug, Clone)]

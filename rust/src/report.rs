@@ -40,7 +40,16 @@ pub fn masked_argv(argv: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
     out
 }
 
-pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
+/// Who reads a rendering: the terminal (`--dry-run`) sees the environment's values except
+/// secret-looking ones; the session's `launch.log`, a file at rest, gets only the names (a
+/// value passed with `--env NAME` is often a token whatever its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    Terminal,
+    Log,
+}
+
+pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString], audience: Audience) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sandbox: {}", plan.out_name);
     let _ = writeln!(s, "command: {}", quote_all(plan.command.iter()));
@@ -71,8 +80,15 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString]) -> String {
         };
         let _ = writeln!(s, "{}", escape_controls(&line));
     }
-    let _ = writeln!(s, "environment:");
-    for (k, v) in &plan.env {
+    if audience == Audience::Log {
+        let _ = writeln!(s, "environment (names only, values are not logged):");
+        for k in plan.env.keys() {
+            let _ = writeln!(s, "  {k}");
+        }
+    } else {
+        let _ = writeln!(s, "environment:");
+    }
+    for (k, v) in plan.env.iter().filter(|_| audience == Audience::Terminal) {
         let shown = if looks_secret(k) {
             format!("<masked, {} chars>", v.chars().count())
         } else {

@@ -30,14 +30,8 @@ const OK: &str = "ok";
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
-    #[error(
-        "open network mode needs pasta (from the passt package), which was not found. Fix: install it (Debian/Ubuntu: apt install passt; Fedora: dnf install passt), set AGENT_SANDBOX_PASTA to its path, or use --no-network"
-    )]
-    NoPasta,
-    #[error(
-        "open network mode needs `ip` (iproute2) to cut the host off, which was not found. Fix: install iproute2, or use --no-network"
-    )]
-    NoIp,
+    #[error("open network mode needs pasta and `ip`: {0}")]
+    Tool(#[from] crate::tools::ToolError),
     #[error("cannot start the network namespace holder: {0}")]
     Holder(std::io::Error),
     #[error(
@@ -51,17 +45,6 @@ pub enum NetnsError {
 }
 
 pub type Result<T> = std::result::Result<T, NetnsError>;
-
-fn find_tool(env: &str, names: &[&str]) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(env) {
-        return Some(PathBuf::from(p));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
-        .flat_map(|d| names.iter().map(move |n| d.join(n)))
-        .find(|c| c.is_file())
-}
 
 /// Every address of the host's interfaces except loopback (inside, loopback is the sandbox's
 /// own). Services bound to 0.0.0.0 answer on all of these, so all must be unreachable.
@@ -204,6 +187,8 @@ pub struct HolderOptions<'a> {
     pub dns_forward: Option<&'a str>,
     /// A mount namespace with this directory staged (large closures).
     pub stage: Option<&'a crate::plan::Staging>,
+    /// What the sandbox can write: pasta and `ip` must not come from there.
+    pub writable: &'a [PathBuf],
 }
 
 /// Create the namespaces; in open mode attach pasta and cut the host off; stage a large
@@ -213,8 +198,8 @@ pub struct HolderOptions<'a> {
 pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> Result<Holder> {
     let tools = if opts.net {
         Some((
-            find_tool("AGENT_SANDBOX_PASTA", &["pasta"]).ok_or(NetnsError::NoPasta)?,
-            find_tool("AGENT_SANDBOX_IP", &["ip"]).ok_or(NetnsError::NoIp)?,
+            crate::tools::locate(&crate::tools::PASTA, opts.writable)?,
+            crate::tools::locate(&crate::tools::IP, opts.writable)?,
         ))
     } else {
         None
@@ -599,6 +584,7 @@ mod tests {
                 net,
                 dns_forward: None,
                 stage,
+                writable: &[],
             };
             let p = enter_prefix(Path::new("/x/agent-sandbox-init"), 42, &opts);
             let p: Vec<&str> = p.iter().map(|a| a.to_str().unwrap()).collect();

@@ -12,6 +12,7 @@ mod filesystem;
 mod git;
 mod guard;
 mod identity;
+mod launcher;
 mod network;
 mod nix_daemon;
 mod pid1;
