@@ -18,7 +18,10 @@ struct HostServer {
 }
 
 fn host_server() -> HostServer {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    host_server_on(TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
+fn host_server_on(l: TcpListener) -> HostServer {
     let port = l.local_addr().unwrap().port();
     let hits = Arc::new(AtomicUsize::new(0));
     let h = hits.clone();
@@ -622,4 +625,45 @@ fn all_local_ports_skip_the_low_ones_found_listening() {
         "the warning does not name port {low_port}: {o:?}"
     );
     drop(low);
+}
+
+/// The summary's hint for a name that resolved to host loopback on port 80 is
+/// `--allow-local-port 80`; following it must work (it used to stop the sandbox from
+/// starting): the port is not bridged, but the proxy dials host loopback on it for the name.
+/// Root only: the test serves the host's 127.0.0.1:80 itself.
+#[test]
+fn the_local_port_hint_works_when_followed() {
+    if !is_root() {
+        eprintln!("SKIPPED: serving 127.0.0.1:80 on the host needs root");
+        return;
+    }
+    let Ok(l) = TcpListener::bind("127.0.0.1:80") else {
+        eprintln!("SKIPPED: 127.0.0.1:80 is taken on this host");
+        return;
+    };
+    let srv = host_server_on(l);
+    // NO_PROXY lists localhost; `--noproxy ''` sends the name through the proxy anyway.
+    let script = "curl -s -m 5 --noproxy '' -o - -w ' code=%{http_code}\\n' http://localhost/";
+    let f = Fixture::new();
+    let o = run(f.sh(&["--allow-domain", "localhost"], script));
+    assert!(o.stdout.trim().ends_with(" code=403"), "{o:?}");
+    assert!(
+        o.stderr.contains(
+            "Names that resolve to this host's loopback need allowedLocalPorts = [ 80 ]; (--allow-local-port 80)."
+        ),
+        "{o:?}"
+    );
+    assert_eq!(srv.hits.load(Ordering::SeqCst), 0);
+    let o = run(f.sh(
+        &["--allow-domain", "localhost", "--allow-local-port", "80"],
+        script,
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout.trim(), "host-secret code=200", "{o:?}");
+    assert!(
+        o.stderr
+            .contains("warning: host loopback port 80 not bridged"),
+        "{o:?}"
+    );
+    assert_eq!(srv.hits.load(Ordering::SeqCst), 1);
 }
