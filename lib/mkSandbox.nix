@@ -47,7 +47,7 @@
     filtered through the helper's proxy
 
   `allowedLocalPorts` (default `[ ]`)
-  : host loopback ports reachable from inside, e.g. `[ 5432 ]`; `null`: all of them
+  : host loopback ports reachable from inside, e.g. `[ 5432 ]`; `null`: those listening on the host's loopback at launch (below 1024 not bridged on Linux)
 
   # Type
 

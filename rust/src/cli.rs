@@ -92,7 +92,8 @@ struct RunArgs {
     /// Let the sandbox reach the host's 127.0.0.1:PORT.
     #[arg(long, value_name = "PORT")]
     allow_local_port: Vec<u32>,
-    /// Let the sandbox reach every port on the host's loopback.
+    /// Let the sandbox reach every port listening on the host's loopback at launch (those
+    /// below 1024 only through the proxy, with a warning).
     #[arg(long, conflicts_with = "allow_local_port")]
     allow_all_local_ports: bool,
     /// Let the agent use Nix (the store read-only, the daemon reachable).
@@ -428,6 +429,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         .and_then(std::fs::canonicalize)
         .context("cannot locate the agent-sandbox executable")?;
     let init_exe = init_beside(&helper_exe);
+    let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
     let host = HostContext {
         cwd,
         home,
@@ -437,6 +439,12 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         session_dir: session_dir.clone(),
         helper_exe,
         init_exe,
+        listening_ports: if spec.allowed_local_ports.is_none() {
+            crate::bridge::host_listening_ports()
+        } else {
+            Vec::new()
+        },
+        lowest_bridged_port: if target == "macos" { 1 } else { 1024 },
     };
     let mut plan = plan::build(&spec, &a.command, &host)?;
     let caller_path = std::env::var_os("PATH").unwrap_or_default();
@@ -446,7 +454,6 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     plan.warnings.extend(crate::tools::path_warning(&risky));
     check_session_dir_hidden(&plan, &session_dir)?;
 
-    let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
     if target == "macos" {
         if a.dry_run {
             print!("{}", crate::macos::render_dry_run(&plan));

@@ -160,7 +160,10 @@ pub struct Plan {
     pub mounts: Vec<Mount>,
     pub env: BTreeMap<String, String>,
     pub network: Network,
-    pub allowed_local_ports: Option<Vec<u16>>,
+    /// Host loopback ports the sandbox may reach (sorted): `allowedLocalPorts`, or for `null`
+    /// the ports that were listening at launch. Always a concrete list: nothing downstream has
+    /// an "every port" case. Those of them the sandbox can listen on are also in `bridges`.
+    pub allowed_local_ports: Vec<u16>,
     /// Open mode: the address inside that pasta forwards to the host's own resolver.
     pub dns_forward: Option<String>,
     /// Loopback bridges the init sets up inside (proxy first, then local ports).
@@ -223,6 +226,13 @@ pub struct HostContext {
     /// The small `agent-sandbox-init` binary installed beside the helper, if there is one:
     /// bound at `INIT_PATH` instead (cheaper to start than the whole helper).
     pub init_exe: Option<PathBuf>,
+    /// Ports listening on the host's loopback (or on every address) at launch: what
+    /// `allowedLocalPorts = null` stands for. Probed only when the spec says `null`.
+    pub listening_ports: Vec<u16>,
+    /// The lowest port a bridge can listen on inside: 1024 on Linux, where the sandbox has
+    /// its own network namespace (`net.ipv4.ip_unprivileged_port_start` = 1024 there) and no
+    /// capabilities; 1 for macOS, whose sandbox reaches host ports directly.
+    pub lowest_bridged_port: u16,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -821,12 +831,12 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         env.insert(k.clone(), v.clone());
     }
 
-    let allowed_local_ports = spec.allowed_local_ports.as_ref().map(|ports| {
-        let mut p: Vec<u16> = ports.iter().map(|p| *p as u16).collect();
-        p.sort_unstable();
-        p.dedup();
-        p
-    });
+    let local = local_ports(
+        spec.allowed_local_ports.as_deref(),
+        &host.listening_ports,
+        host.lowest_bridged_port,
+    );
+    warnings.extend(local.warning);
     let ca_bundle_source = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
         .iter()
         .find_map(|k| spec.env.get(*k))
@@ -840,16 +850,12 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             .map(PathBuf::from)
             .find(|p| p.exists())
         });
-    // `null` means every port: those listening on the host's loopback at launch.
-    let local_ports = allowed_local_ports
-        .clone()
-        .unwrap_or_else(crate::bridge::host_listening_ports);
     let mut bridges = Vec::new();
     if let Network::Filtered(_) = network {
         let port = PROXY_PORTS
             .iter()
             .copied()
-            .find(|p| !local_ports.contains(p))
+            .find(|p| !local.bridged.contains(p))
             .unwrap_or(3128);
         bridges.push(Bridge {
             inside_port: port,
@@ -873,7 +879,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             format!("{SESSION_MOUNT}/proxy-ca.pem"),
         );
     }
-    for p in local_ports {
+    for &p in &local.bridged {
         bridges.push(Bridge {
             inside_port: p,
             socket: format!("port-{p}.sock"),
@@ -897,7 +903,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         mounts,
         env,
         network,
-        allowed_local_ports,
+        allowed_local_ports: local.allowed,
         dns_forward,
         bridges,
         own_process_group: false,
@@ -911,6 +917,47 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         session_files,
         warnings,
     })
+}
+
+/// The host loopback ports of a plan; see [`local_ports`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPorts {
+    /// Every allowed port, sorted: what the proxy may dial on host loopback.
+    pub allowed: Vec<u16>,
+    /// Those a bridge can listen on inside (`127.0.0.1:P` in the sandbox reaches the host's).
+    pub bridged: Vec<u16>,
+    /// Names the ports left without a bridge, and why.
+    pub warning: Option<String>,
+}
+
+/// Resolve `allowedLocalPorts` (`None`: the `listening` ports, probed at launch) into a
+/// concrete list, and leave the ports below `lowest_bridged` out of the bridges with a
+/// warning: the sandbox cannot listen there, and one such port (a resolver on 127.0.0.53:53
+/// found by the `null` scan, say) must not stop it from starting. Pure.
+pub fn local_ports(spec: Option<&[u32]>, listening: &[u16], lowest_bridged: u16) -> LocalPorts {
+    let mut allowed: Vec<u16> = match spec {
+        // Validated to 1..=65535 by the spec.
+        Some(ports) => ports.iter().map(|p| *p as u16).collect(),
+        None => listening.to_vec(),
+    };
+    allowed.sort_unstable();
+    allowed.dedup();
+    let (bridged, skipped): (Vec<u16>, Vec<u16>) =
+        allowed.iter().partition(|p| **p >= lowest_bridged);
+    let warning = (!skipped.is_empty()).then(|| {
+        let list: Vec<String> = skipped.iter().map(u16::to_string).collect();
+        let (s, first) = (if skipped.len() == 1 { "" } else { "s" }, skipped[0]);
+        format!(
+            "host loopback port{s} {} not bridged into the sandbox: it cannot listen below {lowest_bridged} in its own network namespace (net.ipv4.ip_unprivileged_port_start, and it has no capabilities), so 127.0.0.1:{first} inside stays closed. In filtered mode the proxy still reaches {} on host loopback for allowed names that resolve there. Fix: serve the host service on a port from {lowest_bridged} up and allow that one",
+            list.join(", "),
+            if skipped.len() == 1 { "it" } else { "them" },
+        )
+    });
+    LocalPorts {
+        allowed,
+        bridged,
+        warning,
+    }
 }
 
 /// Closure paths under one directory, staged by the namespace holder: see [`stage_closure`].
@@ -1222,5 +1269,49 @@ mod tests {
             network_mode(&s),
             Network::Filtered([("example.com".to_string(), None)].into())
         );
+    }
+
+    /// Issue 9 item 8: `null` meant "every port" to the proxy, and a port below 1024 (the
+    /// `null` scan's 127.0.0.53:53, or the summary's own `--allow-local-port 443`) stopped the
+    /// sandbox from starting.
+    #[test]
+    fn local_ports_are_concrete_and_low_ones_are_not_bridged() {
+        assert_eq!(
+            local_ports(Some(&[6379, 5432, 5432]), &[22, 8080], 1024),
+            LocalPorts {
+                allowed: vec![5432, 6379],
+                bridged: vec![5432, 6379],
+                warning: None,
+            }
+        );
+        assert_eq!(
+            local_ports(None, &[8080, 53, 5432], 1024),
+            LocalPorts {
+                allowed: vec![53, 5432, 8080],
+                bridged: vec![5432, 8080],
+                warning: Some("host loopback port 53 not bridged into the sandbox: it cannot listen below 1024 in its own network namespace (net.ipv4.ip_unprivileged_port_start, and it has no capabilities), so 127.0.0.1:53 inside stays closed. In filtered mode the proxy still reaches it on host loopback for allowed names that resolve there. Fix: serve the host service on a port from 1024 up and allow that one".into()),
+            }
+        );
+        let two = local_ports(Some(&[443, 80, 1024]), &[], 1024);
+        assert_eq!(
+            (two.allowed, two.bridged),
+            (vec![80, 443, 1024], vec![1024])
+        );
+        assert!(
+            two.warning
+                .unwrap()
+                .starts_with("host loopback ports 80, 443 not bridged into the sandbox: it cannot listen below 1024 in its own network namespace (net.ipv4.ip_unprivileged_port_start, and it has no capabilities), so 127.0.0.1:80 inside stays closed. In filtered mode the proxy still reaches them ")
+        );
+        // Nothing listening and `null`: no port at all (not "every port").
+        assert_eq!(
+            local_ports(None, &[], 1024),
+            LocalPorts {
+                allowed: vec![],
+                bridged: vec![],
+                warning: None,
+            }
+        );
+        // macOS reaches host ports directly: nothing to skip.
+        assert_eq!(local_ports(Some(&[443]), &[], 1).bridged, vec![443]);
     }
 }

@@ -97,10 +97,9 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString], audience: A
         let _ = writeln!(s, "  {k}={shown}");
     }
     let _ = writeln!(s, "network: {}", network_line(&plan.network));
-    let ports = match &plan.allowed_local_ports {
-        None => "all".to_string(),
-        Some(p) if p.is_empty() => "none".to_string(),
-        Some(p) => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+    let ports = match &plan.allowed_local_ports[..] {
+        [] => "none".to_string(),
+        p => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
     };
     let _ = writeln!(s, "host loopback ports: {ports}");
     for b in &plan.bridges {

@@ -58,7 +58,7 @@ pub struct Spec {
     /// `null`/absent: open network. A list or an attribute set: filtered through the proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_domains: Option<AllowedDomains>,
-    /// Host loopback ports reachable from inside. Absent: none. `null`: all.
+    /// Host loopback ports reachable from inside. Absent: none. `null`: those listening at launch.
     #[serde(default = "no_ports")]
     pub allowed_local_ports: Option<Vec<u32>>,
     /// Extra CA certificates (PEM files) trusted for upstream TLS by the proxy.
@@ -210,7 +210,7 @@ impl Spec {
                 .collect();
             if !bad.is_empty() {
                 problems.push(format!(
-                    "allowedLocalPorts has {} outside 1..65535; expected port numbers, or null for all ports",
+                    "allowedLocalPorts has {} outside 1..65535; expected port numbers, or null for the ports listening at launch",
                     bad.join(", ")
                 ));
             }
@@ -351,7 +351,7 @@ allowedDomains.\"a.com\" is an empty list; expected \"*\" or at least one HTTP m
 allowedDomains.\"b.com\" has unknown method \"FETCH\"; expected one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT; \
 allowedDomains.\"c.com\" is \"all\"; expected \"*\" or a list of HTTP methods; \
 allowedDomains entry \"http://x\" is not a domain name (expected e.g. \"api.anthropic.com\"; no scheme, port, path or wildcard); \
-allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null for all ports"
+allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null for the ports listening at launch"
         );
     }
 

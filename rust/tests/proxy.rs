@@ -302,7 +302,7 @@ fn env(rules: Rules, names: &[&str], tweak: impl FnOnce(&mut ProxyConfig)) -> En
             })
             .collect(),
         upstream_ca_files: vec![upstream_ca.clone()],
-        allowed_local_ports: Some(vec![https.addr.port(), http.addr.port()]),
+        allowed_local_ports: vec![https.addr.port(), http.addr.port()],
         log_path: Some(dir.path().join("proxy.log")),
         ..ProxyConfig::default()
     };
@@ -682,7 +682,7 @@ fn private_addresses_refused_unless_local_port_allowed() {
             ("localhost", None),
         ],
         &["api.example.test", "wild.test"],
-        |c| c.allowed_local_ports = Some(vec![]),
+        |c| c.allowed_local_ports = vec![],
     );
     let r = e.curl(&["-v"], "https://wild.test/");
     assert_eq!(r.connect, 403, "{r:?}");
@@ -711,6 +711,103 @@ fn private_addresses_refused_unless_local_port_allowed() {
     assert!(
         summary.ends_with(&format!(
             "need allowedLocalPorts = [ {a} {b} {c} ]; (--allow-local-port {a} --allow-local-port {b} --allow-local-port {c}).\n"
+        )),
+        "{summary}"
+    );
+}
+
+/// A plain TCP listener on `addr` that only counts the connections it gets.
+fn counting_listener(addr: &str) -> (SocketAddr, Arc<AtomicUsize>) {
+    let l = std::net::TcpListener::bind(addr).unwrap();
+    let at = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for _ in l.incoming() {
+            h.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (at, hits)
+}
+
+/// Issue 9 item 8: an allowed local port exempted every non-public address on that port (and
+/// `allowedLocalPorts = null` every address on every port), so an allowed name resolving to
+/// the host's own address, or to 0.0.0.0 (the host's loopback by another name), was dialled.
+/// The exemption is for 127.0.0.0/8 and ::1 only.
+#[test]
+fn local_ports_exempt_host_loopback_only() {
+    // The host's own non-loopback address: the fake internet's host side, when it is up.
+    let own = std::env::var("AGENT_SANDBOX_TEST_HOST_SERVICE")
+        .ok()
+        .and_then(|h| h.split(':').next().map(str::to_string))
+        .filter(|ip| !ip.is_empty())
+        .map(|ip| counting_listener(&format!("{ip}:0")));
+    if own.is_none() {
+        eprintln!(
+            "SKIPPED (part): no AGENT_SANDBOX_TEST_HOST_SERVICE, so no host address to try; export /work/fake-inet.env"
+        );
+    }
+    let e = env(
+        &[
+            ("api.example.test", GET_ONLY),
+            ("own.test", None),
+            ("zero.test", None),
+        ],
+        &["api.example.test"],
+        |c| {
+            let https = c.dial_overrides[&("api.example.test".to_string(), 443)];
+            c.dial_overrides.insert(
+                ("zero.test".into(), 443),
+                SocketAddr::from(([0, 0, 0, 0], https.port())),
+            );
+            if let Some((addr, _)) = &own {
+                c.dial_overrides.insert(("own.test".into(), 443), *addr);
+                c.dial_overrides.insert(("own.test".into(), 80), *addr);
+                c.allowed_local_ports.push(addr.port());
+            }
+        },
+    );
+    // The allowed case: a name on host loopback, its port allowed.
+    let r = e.curl(&[], "https://api.example.test/");
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = e.curl(&["-v"], "https://zero.test/");
+    assert_eq!(r.connect, 403, "{r:?}");
+    assert!(
+        r.stderr.contains("x-agent-sandbox-denied: private-address"),
+        "{r:?}"
+    );
+    assert_eq!(e.https.conns(), 1, "0.0.0.0 reached the loopback upstream");
+    let mut names = "zero.test";
+    if let Some((_, hits)) = &own {
+        let r = e.curl(&["-v"], "https://own.test/");
+        assert_eq!(r.connect, 403, "{r:?}");
+        assert!(
+            r.stderr.contains("x-agent-sandbox-denied: private-address"),
+            "{r:?}"
+        );
+        let r = e.curl(&[], "http://own.test/");
+        assert_eq!(r.status, 403, "{r:?}");
+        assert!(r.denied("private-address"), "{r:?}");
+        assert!(
+            r.text
+                .contains("the proxy never dials private, link-local or this host's own addresses"),
+            "{r:?}"
+        );
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            0,
+            "the host's own address was dialled"
+        );
+        names = "own.test, zero.test";
+    }
+    let mut e = e;
+    let summary = e.shutdown().render();
+    // No local port is suggested: none would let these names through.
+    assert!(!summary.contains("allowedLocalPorts = ["), "{summary}");
+    assert!(
+        summary.ends_with(&format!(
+            "{names} resolve{} to private, link-local or this host's own addresses, which the proxy never dials (no setting allows it).\n",
+            if own.is_some() { "" } else { "s" }
         )),
         "{summary}"
     );
@@ -779,7 +876,7 @@ fn websocket_through_star_domain_refused_on_restricted_domain() {
             c.dial_overrides.insert(("ws.test".into(), 80), plain);
             c.dial_overrides
                 .insert(("wss.example.test".into(), 443), tls);
-            c.allowed_local_ports = Some(vec![plain.port(), tls.port()]);
+            c.allowed_local_ports = vec![plain.port(), tls.port()];
         },
     );
     let proxy_ca = e.proxy.as_ref().unwrap().ca_pem.clone();
@@ -1029,7 +1126,7 @@ fn proxy_child_process() {
     raise_nofile();
     let parts: Vec<&str> = spec.split(' ').collect();
     let (https, http, ca) = (
-        parts[0].parse().unwrap(),
+        parts[0].parse::<SocketAddr>().unwrap(),
         parts[1].parse::<SocketAddr>().unwrap(),
         PathBuf::from(parts[2]),
     );
@@ -1042,7 +1139,7 @@ fn proxy_child_process() {
             ),
         ]),
         upstream_ca_files: vec![ca],
-        allowed_local_ports: None,
+        allowed_local_ports: vec![https.port(), http.port()],
         // Generous: this test is about concurrency and memory, and CI machines can be slow.
         limits: proxy::Limits {
             handshake_timeout: Duration::from_secs(30),

@@ -130,7 +130,7 @@ mod tests {
                 ("PATH".to_string(), "/nix/store/abc-bash/bin".to_string()),
             ]),
             network,
-            allowed_local_ports: Some(vec![]),
+            allowed_local_ports: vec![],
             dns_forward: None,
             bridges: vec![],
             own_process_group: false,

@@ -996,7 +996,7 @@ mod tests {
             mounts,
             env,
             network,
-            allowed_local_ports: Some(vec![]),
+            allowed_local_ports: vec![],
             dns_forward: None,
             bridges,
             own_process_group: false,

@@ -33,7 +33,8 @@ pub struct Denial {
     /// The `allowedDomains` entry (domain, methods; `None` = `"*"`) that would have let it
     /// through, when one would.
     pub would_allow: Option<(String, Option<Vec<String>>)>,
-    /// For `private-address`: the port actually dialled, which `allowedLocalPorts` would need.
+    /// For `private-address` when the name resolved to host loopback: the port dialled, which
+    /// `allowedLocalPorts` would need. `None` for every other denial (no local port helps).
     pub local_port: Option<u16>,
 }
 
@@ -266,22 +267,37 @@ impl Summary {
             out.push_str(&format!("or on the command line: {}\n", flags.join(" ")));
         }
 
-        let private_ports: BTreeSet<u16> = self
-            .denials
-            .iter()
-            .filter(|d| d.code == codes::PRIVATE_ADDRESS)
-            .map(|d| d.local_port.unwrap_or(d.port))
-            .collect();
-        if !private_ports.is_empty() {
-            let ports: Vec<String> = private_ports.iter().map(u16::to_string).collect();
+        // Only a name that resolved to host loopback can be let through by allowedLocalPorts;
+        // for the others (LAN, link-local, the host's own addresses) no setting would help, so
+        // none is suggested.
+        let private = || {
+            self.denials
+                .iter()
+                .filter(|d| d.code == codes::PRIVATE_ADDRESS)
+        };
+        let loopback_ports: BTreeSet<u16> = private().filter_map(|d| d.local_port).collect();
+        if !loopback_ports.is_empty() {
+            let ports: Vec<String> = loopback_ports.iter().map(u16::to_string).collect();
             let flags: Vec<String> = ports
                 .iter()
                 .map(|p| format!("--allow-local-port {p}"))
                 .collect();
             out.push_str(&format!(
-                "Names that resolve to host-local or private addresses need allowedLocalPorts = [ {} ]; ({}).\n",
+                "Names that resolve to this host's loopback need allowedLocalPorts = [ {} ]; ({}).\n",
                 ports.join(" "),
                 flags.join(" ")
+            ));
+        }
+        let unreachable: BTreeSet<&str> = private()
+            .filter(|d| d.local_port.is_none())
+            .map(|d| d.host.as_str())
+            .collect();
+        if !unreachable.is_empty() {
+            let hosts: Vec<&str> = unreachable.into_iter().collect();
+            out.push_str(&format!(
+                "{} resolve{} to private, link-local or this host's own addresses, which the proxy never dials (no setting allows it).\n",
+                hosts.join(", "),
+                if hosts.len() == 1 { "s" } else { "" }
             ));
         }
         out
@@ -321,7 +337,7 @@ mod tests {
             code,
             message: String::new(),
             would_allow: would_allow(&policy, code, method, host),
-            local_port: (code == codes::PRIVATE_ADDRESS).then_some(5432),
+            local_port: (code == codes::PRIVATE_ADDRESS && host.starts_with("db.")).then_some(5432),
         }
     }
 
@@ -378,13 +394,20 @@ mod tests {
                     "-",
                     codes::PRIVATE_ADDRESS,
                 ),
+                denial(
+                    "CONNECT",
+                    "lan.example.org",
+                    443,
+                    "-",
+                    codes::PRIVATE_ADDRESS,
+                ),
             ],
             more_denials: 2,
             contacted: vec![],
         };
         assert_eq!(
             s.render(),
-            "agent-sandbox: the network proxy blocked 10 requests:
+            "agent-sandbox: the network proxy blocked 11 requests:
   POST https://api.example.org/v1/upload (method-not-allowed) x2
   CONNECT evil.test:443 (blocked-by-allowlist)
   DELETE https://www.example.net/x (method-not-allowed)
@@ -392,13 +415,15 @@ mod tests {
   GET http://plain.test/ (blocked-by-allowlist)
   GET https://api.example.org/ (host-mismatch)
   CONNECT db.example.org:443 (private-address)
+  CONNECT lan.example.org:443 (private-address)
 To allow them, set these allowedDomains entries:
   \"api.example.org\" = [ \"GET\" \"POST\" \"PUT\" ];
   \"evil.test\" = \"*\";
   \"plain.test\" = [ \"GET\" ];
   \"www.example.net\" = [ \"GET\" \"HEAD\" \"DELETE\" ];
 or on the command line: --allow-domain api.example.org=GET,POST,PUT --allow-domain evil.test --allow-domain plain.test=GET --allow-domain www.example.net=GET,HEAD,DELETE
-Names that resolve to host-local or private addresses need allowedLocalPorts = [ 5432 ]; (--allow-local-port 5432).
+Names that resolve to this host's loopback need allowedLocalPorts = [ 5432 ]; (--allow-local-port 5432).
+lan.example.org resolves to private, link-local or this host's own addresses, which the proxy never dials (no setting allows it).
 "
         );
     }

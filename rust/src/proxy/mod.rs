@@ -84,17 +84,17 @@ impl Default for Limits {
     }
 }
 
-/// What the proxy enforces.
-#[derive(Debug, Clone, PartialEq)]
+/// What the proxy enforces. The default allows nothing.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProxyConfig {
     /// Normalised domain → `None` (`"*"`: any method, tunnelled end to end) or the allowed
     /// methods (intercepted), as in `plan::Network::Filtered`.
     pub rules: BTreeMap<String, Option<Vec<String>>>,
     /// Extra PEM CA files trusted for upstream TLS, on top of the system bundle.
     pub upstream_ca_files: Vec<PathBuf>,
-    /// Ports on which an allowed name may resolve to a loopback/private address. `None`: all.
-    /// Default: none.
-    pub allowed_local_ports: Option<Vec<u16>>,
+    /// Ports on which an allowed name may resolve to host loopback (127.0.0.0/8, ::1). Never
+    /// an exemption for private, link-local or the host's own addresses. Default: none.
+    pub allowed_local_ports: Vec<u16>,
     /// Append-only log of denials and first contacts (created with mode 0600).
     pub log_path: Option<PathBuf>,
     pub limits: Limits,
@@ -102,19 +102,6 @@ pub struct ProxyConfig {
     /// `curl --connect-to`. The private-address check still applies to the address dialled.
     /// For tests and pinning; empty in normal use.
     pub dial_overrides: BTreeMap<(String, u16), SocketAddr>,
-}
-
-impl Default for ProxyConfig {
-    fn default() -> Self {
-        ProxyConfig {
-            rules: BTreeMap::new(),
-            upstream_ca_files: Vec::new(),
-            allowed_local_ports: Some(Vec::new()),
-            log_path: None,
-            limits: Limits::default(),
-            dial_overrides: BTreeMap::new(),
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -829,7 +829,7 @@ impl Conn {
         error: &DialError,
     ) -> Response<Body> {
         match error {
-            DialError::PrivateAddress { port: dialled, .. } => {
+            DialError::PrivateAddress { loopback_port, .. } => {
                 let message = error.to_string();
                 self.shared.record(
                     method,
@@ -838,7 +838,7 @@ impl Conn {
                     path,
                     codes::PRIVATE_ADDRESS,
                     message.clone(),
-                    Some(*dialled),
+                    *loopback_port,
                 );
                 text(
                     StatusCode::FORBIDDEN,

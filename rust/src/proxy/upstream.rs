@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -37,13 +37,14 @@ const SYSTEM_BUNDLES: &[&str] = &[
 /// are gateway errors (502).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DialError {
-    #[error(
-        "{host} resolves only to non-public addresses ({addrs}) and port {port} is not in allowedLocalPorts"
-    )]
+    #[error("{host} resolves only to non-public addresses ({addrs}){}", private_reason(*.loopback_port))]
     PrivateAddress {
         host: String,
         port: u16,
         addrs: String,
+        /// The port dialled, when one of the refused addresses is host loopback: allowing it
+        /// in `allowedLocalPorts` would let the name through. `None`: nothing would.
+        loopback_port: Option<u16>,
     },
     #[error("cannot resolve {host}: {reason}")]
     Resolve { host: String, reason: String },
@@ -72,26 +73,47 @@ pub enum TrustError {
     Parse { path: PathBuf, reason: String },
 }
 
+fn private_reason(loopback_port: Option<u16>) -> String {
+    match loopback_port {
+        Some(port) => format!(" and port {port} is not in allowedLocalPorts"),
+        None => {
+            "; the proxy never dials private, link-local or this host's own addresses, whatever allowedLocalPorts says".into()
+        }
+    }
+}
+
+/// Whether the proxy may dial `addr`: a public address that is not one of the host's own, or
+/// host loopback (127.0.0.0/8, ::1) on a port in `allowed_local_ports`. The local-port
+/// exemption covers loopback only: a LAN, link-local or host interface address is refused on
+/// every port (a service bound to 0.0.0.0 answers there, and a rebinding name must not reach
+/// the LAN). Pure.
+pub(crate) fn dialable(
+    addr: SocketAddr,
+    allowed_local_ports: &[u16],
+    host_addrs: &[IpAddr],
+) -> bool {
+    let ip = addr.ip();
+    if ip.is_loopback() {
+        return allowed_local_ports.contains(&addr.port());
+    }
+    non_public(ip).is_none() && !host_addrs.contains(&ip)
+}
+
 /// Where names go and which destinations are acceptable. Shared by the tunnel path (raw
 /// splice) and the intercepting client.
 pub(crate) struct Dialer {
-    pub allowed_local_ports: Option<Vec<u16>>,
+    /// Host loopback ports an allowed name may resolve to (a concrete list: `null` was
+    /// resolved to the ports listening at launch by the planner).
+    pub allowed_local_ports: Vec<u16>,
     pub overrides: BTreeMap<(String, u16), SocketAddr>,
     pub connect_timeout: Duration,
     /// The host's own interface addresses: as off-limits as its loopback (a service bound to
     /// 0.0.0.0 answers on them), even when they are public.
-    pub host_addrs: Vec<std::net::IpAddr>,
+    pub host_addrs: Vec<IpAddr>,
 }
 
 impl Dialer {
-    fn local_port_allowed(&self, port: u16) -> bool {
-        self.allowed_local_ports
-            .as_ref()
-            .is_none_or(|ports| ports.contains(&port))
-    }
-
-    /// Resolve `host` once, drop every non-public address unless its port is an allowed local
-    /// port, and connect to the first remaining address that answers. The check applies to the
+    /// Resolve `host` once, drop every address [`dialable`] refuses, and connect to the first remaining address that answers. The check applies to the
     /// very address dialled, so a name that re-resolves (DNS rebinding) gains nothing.
     pub async fn dial(&self, host: &Host, port: u16) -> Result<TcpStream, DialError> {
         let shown = host.to_string();
@@ -121,17 +143,19 @@ impl Dialer {
                 }
             }
         };
-        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) =
-            addrs.into_iter().partition(|a| {
-                (non_public(a.ip()).is_none() && !self.host_addrs.contains(&a.ip()))
-                    || self.local_port_allowed(a.port())
-            });
+        let (usable, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs
+            .into_iter()
+            .partition(|a| dialable(*a, &self.allowed_local_ports, &self.host_addrs));
         if usable.is_empty() {
             // Fail closed: a name that resolves only to host-local or LAN addresses is refused.
             if !refused.is_empty() {
                 return Err(DialError::PrivateAddress {
                     host: shown,
                     port: refused[0].port(),
+                    loopback_port: refused
+                        .iter()
+                        .find(|a| a.ip().is_loopback())
+                        .map(|a| a.port()),
                     addrs: refused
                         .iter()
                         .map(|a| a.ip().to_string())
@@ -404,5 +428,68 @@ impl AsyncWrite for Stream {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 9 item 8: with every local port allowed (`--allow-all-local-ports` used to mean
+    /// "no check"), a name resolving to the LAN or to the host's own address was dialled. The
+    /// exemption is for host loopback alone.
+    #[test]
+    fn local_port_exemption_covers_host_loopback_only() {
+        let host: IpAddr = "198.51.100.1".parse().unwrap();
+        let allowed = [80, 443, 5432];
+        let cases: &[(&str, bool)] = &[
+            ("93.184.215.14:443", true),
+            ("[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:443", true),
+            ("127.0.0.1:443", true),
+            ("127.1.2.3:5432", true),
+            ("[::1]:80", true),
+            ("127.0.0.1:8443", false),
+            ("[::1]:22", false),
+            // Never exempt, whatever the port: LAN, link-local, CGNAT, the host's own address.
+            ("10.0.0.5:443", false),
+            ("192.168.1.1:80", false),
+            ("172.16.0.1:5432", false),
+            ("169.254.169.254:80", false),
+            ("100.64.0.1:443", false),
+            ("198.51.100.1:443", false),
+            ("[fd00::1]:443", false),
+            ("[fe80::1]:80", false),
+            // Loopback in other spellings is refused too (fail closed: not 127/8 or ::1).
+            ("0.0.0.0:443", false),
+            ("[::]:443", false),
+            ("[::ffff:127.0.0.1]:443", false),
+            ("[::ffff:10.0.0.5]:443", false),
+        ];
+        let got: Vec<(&str, bool)> = cases
+            .iter()
+            .map(|(a, _)| (*a, dialable(a.parse().unwrap(), &allowed, &[host])))
+            .collect();
+        assert_eq!(got, cases);
+        // With no local port allowed, loopback is refused like the rest.
+        assert!(!dialable("127.0.0.1:443".parse().unwrap(), &[], &[host]));
+        assert!(dialable("93.184.215.14:443".parse().unwrap(), &[], &[host]));
+    }
+
+    #[test]
+    fn private_address_messages_say_whether_a_local_port_would_help() {
+        let e = |loopback_port| DialError::PrivateAddress {
+            host: "db.test".into(),
+            port: 443,
+            addrs: "10.0.0.5".into(),
+            loopback_port,
+        };
+        assert_eq!(
+            e(Some(443)).to_string(),
+            "db.test resolves only to non-public addresses (10.0.0.5) and port 443 is not in allowedLocalPorts"
+        );
+        assert_eq!(
+            e(None).to_string(),
+            "db.test resolves only to non-public addresses (10.0.0.5); the proxy never dials private, link-local or this host's own addresses, whatever allowedLocalPorts says"
+        );
     }
 }
