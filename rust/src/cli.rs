@@ -430,8 +430,10 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         .context("cannot locate the agent-sandbox executable")?;
     let init_exe = init_beside(&helper_exe);
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
+    let logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
     let host = HostContext {
         cwd,
+        logical_cwd,
         home,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
@@ -498,9 +500,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
 
-    if plan.guard == LaunchGuard::Confirm {
-        confirm_home_launch(&plan.cwd)?;
-    }
+    confirm_launch(&plan)?;
     if spec.allow_nix {
         confirm_nix_trust()?;
     }
@@ -684,9 +684,7 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
     use crate::plan::BridgeTo;
     use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
-    if plan.guard == LaunchGuard::Confirm {
-        confirm_home_launch(&plan.cwd)?;
-    }
+    confirm_launch(&plan)?;
     let dir = session::create(base, name)?;
     session::rotate(base, session::KEEP_SESSIONS, name);
     if !plan.bridges.is_empty() {
@@ -968,19 +966,17 @@ fn confirm_nix_trust() -> anyhow::Result<()> {
 }
 
 /// Launching from $HOME exposes all of it read-write: ask on the terminal, never on stdin.
-fn confirm_home_launch(cwd: &Path) -> anyhow::Result<()> {
-    ask_on_tty(
-        &format!(
-            "agent-sandbox: you are launching from your home directory {}; all of it will be writable by the sandboxed command. continue? [y/N] ",
-            cwd.display()
-        ),
-        || {
-            anyhow!(
-                "refusing to launch from your home directory {} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y",
-                cwd.display()
-            )
-        },
-    )
+/// The launch directory's confirmations (see `guard`), each asked on the terminal.
+fn confirm_launch(plan: &Plan) -> anyhow::Result<()> {
+    let LaunchGuard::Confirm(reasons) = &plan.guard else {
+        return Ok(());
+    };
+    for reason in reasons {
+        ask_on_tty(&reason.question(&plan.cwd), || {
+            anyhow!("{}", reason.refusal(&plan.cwd))
+        })?;
+    }
+    Ok(())
 }
 
 /// Ask a yes/no question on /dev/tty (never stdin, which may be a pipe the agent controls);

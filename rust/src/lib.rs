@@ -5,6 +5,7 @@
 pub mod bridge;
 pub mod cli;
 pub mod git;
+pub mod guard;
 pub mod linux;
 pub mod macos;
 pub mod nixstore;

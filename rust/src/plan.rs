@@ -141,13 +141,7 @@ impl Bridge {
     }
 }
 
-/// Whether the launch directory needs the user's confirmation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LaunchGuard {
-    Ok,
-    /// Launched from `$HOME` itself: ask on the terminal.
-    Confirm,
-}
+pub use crate::guard::{Confirm, LaunchGuard};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -214,6 +208,8 @@ impl Plan {
 pub struct HostContext {
     /// Canonical launch directory.
     pub cwd: PathBuf,
+    /// The launch directory as the shell reached it (`$PWD`), when that resolves to `cwd`.
+    pub logical_cwd: Option<PathBuf>,
     /// Canonical `$HOME`.
     pub home: PathBuf,
     pub uid: u32,
@@ -269,29 +265,6 @@ pub fn normalize(p: &str, base: &Path, home: &Path) -> PathBuf {
     out
 }
 
-/// Decide whether the launch directory is acceptable. Compares canonical paths, so a
-/// symlinked `/home` cannot make `$HOME`'s parent look like a project directory.
-pub fn launch_guard(cwd: &Path, home: &Path) -> Result<LaunchGuard> {
-    if cwd == Path::new("/") {
-        // Fail closed: exposing / read-write would hand the agent the whole machine.
-        return Err(PlanError::Refused(
-            "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first".into(),
-        ));
-    }
-    if cwd == home {
-        return Ok(LaunchGuard::Confirm);
-    }
-    if home.starts_with(cwd) {
-        // Fail closed: a directory above $HOME would expose every file of the user.
-        return Err(PlanError::Refused(format!(
-            "refusing to launch from {} because it contains your home directory {} (it would be exposed read-write). Fix: cd into your project directory first",
-            cwd.display(),
-            home.display()
-        )));
-    }
-    Ok(LaunchGuard::Ok)
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Dir,
@@ -309,7 +282,21 @@ struct Declared {
 /// writes nothing.
 pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan> {
     let mut warnings = Vec::new();
-    let guard = launch_guard(&host.cwd, &host.home)?;
+    let mut guard =
+        crate::guard::launch_dir(&host.cwd, &host.home, host.uid).map_err(PlanError::Refused)?;
+    let through_link = host
+        .logical_cwd
+        .as_deref()
+        .and_then(|l| crate::guard::symlinked_launch_dir(l, &host.cwd, &host.home));
+    if let Some(c) = through_link {
+        guard = match guard {
+            LaunchGuard::Ok => LaunchGuard::Confirm(vec![c]),
+            LaunchGuard::Confirm(mut v) => {
+                v.push(c);
+                LaunchGuard::Confirm(v)
+            }
+        };
+    }
 
     let command = command_line(spec, args)?;
     let out_name = spec.out_name.clone().unwrap_or_else(|| {
@@ -463,8 +450,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         ("roFiles", &spec.ro_files, false, Kind::File),
     ] {
         for p in list {
+            let path = normalize(p, &host.cwd, &host.home);
+            crate::guard::declared_path(&path, field).map_err(PlanError::Refused)?;
+            if let Ok(real) = std::fs::canonicalize(&path) {
+                crate::guard::declared_path(&real, field).map_err(PlanError::Refused)?;
+            }
             declared.push(Declared {
-                path: normalize(p, &host.cwd, &host.home),
+                path,
                 rw,
                 kind,
                 field,
@@ -1185,30 +1177,6 @@ mod tests {
         );
         assert_eq!(normalize("/x/../../y", base, home), PathBuf::from("/y"));
         assert_eq!(normalize("~", base, home), PathBuf::from("/home/u"));
-    }
-
-    #[test]
-    fn guard_refuses_root_and_above_home() {
-        let home = Path::new("/home/u");
-        assert_eq!(
-            launch_guard(Path::new("/"), home).unwrap_err().to_string(),
-            "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first"
-        );
-        assert_eq!(
-            launch_guard(Path::new("/home"), home)
-                .unwrap_err()
-                .to_string(),
-            "refusing to launch from /home because it contains your home directory /home/u (it would be exposed read-write). Fix: cd into your project directory first"
-        );
-        assert_eq!(launch_guard(home, home).unwrap(), LaunchGuard::Confirm);
-        assert_eq!(
-            launch_guard(Path::new("/home/u/p"), home).unwrap(),
-            LaunchGuard::Ok
-        );
-        assert_eq!(
-            launch_guard(Path::new("/home/uu"), home).unwrap(),
-            LaunchGuard::Ok
-        );
     }
 
     #[test]

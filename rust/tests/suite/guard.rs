@@ -56,7 +56,8 @@ fn launching_from_above_home_is_refused() {
     let f = Fixture::new();
     let marker = f.proj.join("ran");
     let parent = f.home.parent().unwrap().to_path_buf();
-    for cwd in [parent.as_path(), parent.parent().unwrap()] {
+    // (The fixture's grandparent is /tmp, refused as a shared directory: see below.)
+    for cwd in [parent.as_path()] {
         let o = launch_from(&f, cwd, &marker);
         assert_eq!(o.code, 125, "{}: {o:?}", cwd.display());
         let errors = error_lines(&o.stderr);
@@ -287,4 +288,156 @@ fn a_symlinked_home_does_not_slip_through() {
     let o = run(c);
     assert_eq!(o.code, 0, "{o:?}");
     assert!(marker.exists());
+}
+
+/// Issue 9, item 11: the shared temporary and runtime directories are refused as the launch
+/// directory (their whole content, sockets included, would be writable); a project directory
+/// inside one is fine.
+#[test]
+fn shared_temporary_directories_are_refused() {
+    let f = Fixture::new();
+    let marker = f.proj.join("ran");
+    let uid = nix::unistd::getuid().as_raw();
+    let runtime = PathBuf::from(format!("/run/user/{uid}"));
+    let mut dirs = vec![PathBuf::from("/tmp"), "/var/tmp".into(), "/dev/shm".into()];
+    if runtime.is_dir() {
+        dirs.push(runtime);
+    }
+    for d in &dirs {
+        let o = launch_from(&f, d, &marker);
+        assert_eq!(o.code, 125, "{}: {o:?}", d.display());
+        let errors = error_lines(&o.stderr);
+        assert_eq!(
+            errors,
+            [format!(
+                "agent-sandbox: error: refusing to launch from {}: it is a shared temporary or runtime directory, and all of it (other programs' files and live sockets, e.g. ssh-agent's) would be exposed read-write. Fix: mkdir a project directory inside it and cd there",
+                d.display()
+            )],
+            "{o:?}"
+        );
+        assert!(!marker.exists());
+    }
+    // The fixture's project itself lives below /tmp.
+    assert_eq!(launch_from(&f, &f.proj, &marker).code, 0);
+    assert!(marker.exists());
+}
+
+/// Issue 9, item 11: `--ro /proc` showed every host process; `/`, `/run`, `/sys`, `/dev` are
+/// refused as declared paths, and `/proc` as the launch directory.
+#[test]
+fn pseudo_filesystems_cannot_be_declared_or_launched_from() {
+    let f = Fixture::new();
+    for (flag, p) in [
+        ("--ro", "/proc"),
+        ("--ro", "/proc/1"),
+        ("--ro", "/"),
+        ("--rw", "/run"),
+        ("--ro", "/sys"),
+        ("--rw", "/dev"),
+        ("--ro-dir", "/dev/shm"),
+    ] {
+        let o = run(f.sh(&["--no-network", flag, p], "echo ran"));
+        assert_eq!(o.code, 125, "{flag} {p}: {o:?}");
+        assert!(
+            o.stderr.contains(&format!(
+                ") cannot be exposed: /, /run and everything in /proc, /sys and /dev are refused"
+            )) && o.stderr.contains(p),
+            "{flag} {p}: {o:?}"
+        );
+        assert_eq!(o.stdout, "");
+    }
+    let o = launch_from(&f, Path::new("/proc/self"), &f.proj.join("ran"));
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(
+        o.stderr.contains("which holds kernel or runtime state"),
+        "{o:?}"
+    );
+}
+
+/// Issue 9, item 11: a system directory needs a `y` on the terminal.
+#[test]
+fn system_directories_need_confirmation() {
+    let f = Fixture::new();
+    let mut c = f.sh(&["--no-network"], "echo ran");
+    c.current_dir("/srv");
+    without_tty(&mut c);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    assert_eq!(
+        error_lines(&o.stderr),
+        [
+            "agent-sandbox: error: refusing to launch from the system directory /srv without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y"
+        ],
+        "{o:?}"
+    );
+    let mut c = f.sh(&["--no-network"], "echo ran");
+    c.current_dir("/srv");
+    let Some((o, tty)) = answer_on_tty(c, b"y\n") else {
+        eprintln!("SKIPPED system_directories_need_confirmation (y): no pty");
+        return;
+    };
+    assert_eq!(o.code, 0, "{o:?}\n{tty}");
+    assert_eq!(o.stdout, "ran\n");
+    assert!(
+        tty.contains("you are launching from the system directory /srv"),
+        "{tty}"
+    );
+}
+
+/// Regression (issue 9, item 12): the agent planted `proj/docs -> ~/.gnupg`; the user `cd`s
+/// into it and the link's target silently became the read-write launch directory.
+#[test]
+fn a_launch_directory_reached_through_an_outward_symlink_is_confirmed() {
+    let f = Fixture::new();
+    let secret = f.home.join(".gnupg");
+    std::fs::create_dir_all(&secret).unwrap();
+    let link = f.proj.join("docs");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let marker = secret.join("ran");
+    let through_link = |c: &mut Command| {
+        c.current_dir(&link).env("PWD", &link);
+    };
+    let mut c = f.sh(&["--no-network"], "touch ran");
+    through_link(&mut c);
+    without_tty(&mut c);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    assert_eq!(
+        error_lines(&o.stderr),
+        [format!(
+            "agent-sandbox: error: refusing to launch through the symlink {} -> {} without confirmation (it leads out of its directory, and {} would be exposed read-write). Fix: if you mean it, cd to the real directory ({}) and launch again; if you did not create the link, remove it",
+            link.display(),
+            secret.display(),
+            secret.display(),
+            secret.display()
+        )],
+        "{o:?}"
+    );
+    assert!(!marker.exists(), "the command ran in the link's target");
+    // The answer is asked on the terminal, and y goes ahead.
+    let mut c = f.sh(&["--no-network"], "touch ran");
+    through_link(&mut c);
+    if let Some((o, tty)) = answer_on_tty(c, b"y\n") {
+        assert_eq!(o.code, 0, "{o:?}\n{tty}");
+        assert!(
+            tty.contains("If you did not create that link, an agent may have."),
+            "{tty}"
+        );
+        assert!(marker.exists());
+        std::fs::remove_file(&marker).unwrap();
+    } else {
+        eprintln!("SKIPPED the y half: no pty");
+    }
+    // The real path, or a link that stays inside its directory, is not asked about.
+    let mut c = f.sh(&["--no-network"], "touch ran");
+    c.current_dir(&secret).env("PWD", &secret);
+    without_tty(&mut c);
+    assert_eq!(run(c).code, 0);
+    std::fs::create_dir(f.proj.join("src")).unwrap();
+    std::os::unix::fs::symlink("src", f.proj.join("source")).unwrap();
+    let mut c = f.sh(&["--no-network"], "true");
+    c.current_dir(f.proj.join("source"))
+        .env("PWD", f.proj.join("source"));
+    without_tty(&mut c);
+    assert_eq!(run(c).code, 0);
 }

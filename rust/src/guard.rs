@@ -1,0 +1,344 @@
+//! Which directories may be the launch directory (exposed read-write) or a declared path, and
+//! which need a `y` typed on the terminal first. Canonical paths are compared throughout, so a
+//! symlinked `/home` or `/tmp` does not slip through.
+//!
+//! * Refused: `/`, any directory above `$HOME`; the shared temporary and runtime directories
+//!   (`/tmp`, `/var/tmp`, `/dev/shm`, `/run/user/$UID`), whose whole content — other programs'
+//!   files and live sockets such as ssh-agent's — would become writable; anything in `/proc`,
+//!   `/sys`, `/dev` or `/run`.
+//! * Confirmed: `$HOME` itself; the system directories (`/etc`, `/usr`, `/var`, `/opt`, `/srv`,
+//!   `/boot`, `/nix`, and anything inside `/etc`, `/usr`, `/boot`); a launch directory reached
+//!   through a symlink that leads out of the directory it sits in (an agent that could write
+//!   the project may have planted `proj/docs -> ~/.gnupg` for the user to `cd` into).
+//! * Declared paths may not be `/`, `/run`, or anything in `/proc`, `/sys` or `/dev`
+//!   (`--ro /proc` would show every host process).
+
+use std::path::{Path, PathBuf};
+
+/// Whether the launch directory needs the user's confirmation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchGuard {
+    Ok,
+    /// Ask on the terminal, once per reason, in order.
+    Confirm(Vec<Confirm>),
+}
+
+/// Why a launch directory needs a `y`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirm {
+    Home,
+    SystemDir,
+    /// `link` (a component of the launch directory's path as the shell has it, `$PWD`) points
+    /// to `target`, outside `link`'s own directory.
+    ThroughSymlink {
+        link: PathBuf,
+        target: PathBuf,
+    },
+}
+
+impl Confirm {
+    pub fn question(&self, cwd: &Path) -> String {
+        let cwd = cwd.display();
+        match self {
+            Confirm::Home => format!(
+                "agent-sandbox: you are launching from your home directory {cwd}; all of it will be writable by the sandboxed command. continue? [y/N] "
+            ),
+            Confirm::SystemDir => format!(
+                "agent-sandbox: you are launching from the system directory {cwd}; all of it will be writable by the sandboxed command (as far as your user may write it). continue? [y/N] "
+            ),
+            Confirm::ThroughSymlink { link, target } => format!(
+                "agent-sandbox: you reached this directory through the symlink {} -> {}, which leads out of {}; {cwd} will be writable by the sandboxed command. If you did not create that link, an agent may have. continue? [y/N] ",
+                link.display(),
+                target.display(),
+                link.parent().unwrap_or(Path::new("/")).display()
+            ),
+        }
+    }
+
+    pub fn refusal(&self, cwd: &Path) -> String {
+        let shown = cwd.display();
+        match self {
+            Confirm::Home => format!(
+                "refusing to launch from your home directory {shown} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y"
+            ),
+            Confirm::SystemDir => format!(
+                "refusing to launch from the system directory {shown} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y"
+            ),
+            Confirm::ThroughSymlink { link, target } => format!(
+                "refusing to launch through the symlink {} -> {} without confirmation (it leads out of its directory, and {shown} would be exposed read-write). Fix: if you mean it, cd to the real directory ({shown}) and launch again; if you did not create the link, remove it",
+                link.display(),
+                target.display()
+            ),
+        }
+    }
+}
+
+/// Shared temporary and runtime directories: refused as the launch directory itself.
+fn shared_dirs(uid: u32) -> Vec<PathBuf> {
+    ["/tmp", "/var/tmp", "/dev/shm", "/run/user"]
+        .iter()
+        .map(PathBuf::from)
+        .chain([PathBuf::from(format!("/run/user/{uid}"))])
+        .collect()
+}
+
+/// Kernel and runtime filesystems: refused at any depth.
+const PSEUDO_ROOTS: &[&str] = &["/proc", "/sys", "/dev", "/run"];
+
+/// System directories asked about when they are the launch directory itself.
+const SYSTEM_DIRS: &[&str] = &["/etc", "/usr", "/var", "/opt", "/srv", "/boot", "/nix"];
+/// System directories asked about at any depth.
+const SYSTEM_TREES: &[&str] = &["/etc", "/usr", "/boot"];
+
+/// The rules for the canonical launch directory `cwd`. Pure.
+pub fn launch_dir(cwd: &Path, home: &Path, uid: u32) -> Result<LaunchGuard, String> {
+    if cwd == Path::new("/") {
+        // Fail closed: exposing / read-write would hand the agent the whole machine.
+        return Err(
+            "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first".into(),
+        );
+    }
+    if shared_dirs(uid).iter().any(|d| cwd == d) {
+        // Fail closed: every other program's files and sockets there would become writable.
+        return Err(format!(
+            "refusing to launch from {}: it is a shared temporary or runtime directory, and all of it (other programs' files and live sockets, e.g. ssh-agent's) would be exposed read-write. Fix: mkdir a project directory inside it and cd there",
+            cwd.display()
+        ));
+    }
+    if let Some(root) = PSEUDO_ROOTS.iter().find(|r| cwd.starts_with(r)) {
+        // Fail closed: kernel and runtime state is no project.
+        return Err(format!(
+            "refusing to launch from {}: it is inside {root}, which holds kernel or runtime state, not a project. Fix: cd into your project directory first",
+            cwd.display()
+        ));
+    }
+    if cwd == home {
+        return Ok(LaunchGuard::Confirm(vec![Confirm::Home]));
+    }
+    if home.starts_with(cwd) {
+        // Fail closed: a directory above $HOME would expose every file of the user.
+        return Err(format!(
+            "refusing to launch from {} because it contains your home directory {} (it would be exposed read-write). Fix: cd into your project directory first",
+            cwd.display(),
+            home.display()
+        ));
+    }
+    let system = SYSTEM_DIRS.iter().any(|d| cwd == Path::new(d))
+        || SYSTEM_TREES.iter().any(|d| cwd.starts_with(d));
+    Ok(if system {
+        LaunchGuard::Confirm(vec![Confirm::SystemDir])
+    } else {
+        LaunchGuard::Ok
+    })
+}
+
+/// A declared path (canonical or normalised) that must not be exposed at all. Pure.
+pub fn declared_path(path: &Path, field: &str) -> Result<(), String> {
+    let refused = path == Path::new("/")
+        || path == Path::new("/run")
+        || ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|r| path.starts_with(r));
+    if refused {
+        // Fail closed: these would expose the whole machine, every host process or the
+        // host's devices and runtime sockets.
+        return Err(format!(
+            "{} ({field}) cannot be exposed: /, /run and everything in /proc, /sys and /dev are refused (they would show the whole machine, every host process, or the host's devices and sockets; the sandbox has its own /proc, /dev and /run). Fix: declare the specific file or directory you need, e.g. /run/user/UID/SOCKET with --allow-socket",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The launch directory as the shell reached it (`logical`, from `$PWD`, which must resolve to
+/// the canonical `cwd`), checked for a symlink that leads out of the directory it sits in.
+/// Only links an agent may have written are asked about: those in a directory below `$HOME`,
+/// or elsewhere in one we can write (for root, which can write anywhere: a world-writable one
+/// such as `/tmp`). Links in system directories (the administrator's `/home -> /data/home`)
+/// and links directly in `$HOME` (the user's own `~/code -> /mnt/code`) are not: no sandbox
+/// could have written them without that being confirmed already. Reads the filesystem.
+pub fn symlinked_launch_dir(logical: &Path, cwd: &Path, home: &Path) -> Option<Confirm> {
+    if !logical.is_absolute() || std::fs::canonicalize(logical).ok()? != cwd {
+        return None;
+    }
+    let mut dir = PathBuf::from("/");
+    for part in logical.components().skip(1) {
+        let here = dir.join(part);
+        let is_link = std::fs::symlink_metadata(&here)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false);
+        if is_link {
+            let target = std::fs::canonicalize(&here).ok()?;
+            let parent = std::fs::canonicalize(&dir).ok()?;
+            if agent_may_have_written(&parent, home) && !target.starts_with(&parent) {
+                return Some(Confirm::ThroughSymlink { link: here, target });
+            }
+        }
+        dir = here;
+    }
+    None
+}
+
+fn agent_may_have_written(dir: &Path, home: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    if dir == home {
+        return false;
+    }
+    if dir.starts_with(home) {
+        return true;
+    }
+    if nix::unistd::geteuid().is_root() {
+        return std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o002 != 0);
+    }
+    writable_by_us(dir)
+}
+
+fn writable_by_us(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid C string; access only reads.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(cwd: &str) -> Result<LaunchGuard, String> {
+        launch_dir(Path::new(cwd), Path::new("/home/u"), 1000)
+    }
+
+    #[test]
+    fn root_and_above_home_are_refused() {
+        assert_eq!(
+            guard("/").unwrap_err(),
+            "refusing to launch from / (it would be exposed read-write). Fix: cd into your project directory first"
+        );
+        assert_eq!(
+            guard("/home").unwrap_err(),
+            "refusing to launch from /home because it contains your home directory /home/u (it would be exposed read-write). Fix: cd into your project directory first"
+        );
+        assert_eq!(
+            guard("/home/u").unwrap(),
+            LaunchGuard::Confirm(vec![Confirm::Home])
+        );
+        assert_eq!(guard("/home/u/p").unwrap(), LaunchGuard::Ok);
+        assert_eq!(guard("/home/uu").unwrap(), LaunchGuard::Ok);
+    }
+
+    #[test]
+    fn shared_temporary_and_runtime_dirs_are_refused_their_subdirs_not() {
+        for d in [
+            "/tmp",
+            "/var/tmp",
+            "/dev/shm",
+            "/run/user/1000",
+            "/run/user",
+        ] {
+            let e = guard(d).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "refusing to launch from {d}: it is a shared temporary or runtime directory, and all of it (other programs' files and live sockets, e.g. ssh-agent's) would be exposed read-write. Fix: mkdir a project directory inside it and cd there"
+                )
+            );
+        }
+        assert_eq!(guard("/tmp/proj").unwrap(), LaunchGuard::Ok);
+        assert_eq!(guard("/var/tmp/proj").unwrap(), LaunchGuard::Ok);
+        for d in [
+            "/proc/1",
+            "/sys",
+            "/dev/shm/x",
+            "/run/user/1000/x",
+            "/run",
+            "/proc",
+        ] {
+            assert!(
+                guard(d)
+                    .unwrap_err()
+                    .contains("holds kernel or runtime state"),
+                "{d}"
+            );
+        }
+    }
+
+    #[test]
+    fn system_dirs_are_confirmed() {
+        let confirm = LaunchGuard::Confirm(vec![Confirm::SystemDir]);
+        for d in [
+            "/etc",
+            "/usr",
+            "/var",
+            "/opt",
+            "/srv",
+            "/usr/local/src",
+            "/etc/nginx",
+            "/nix",
+        ] {
+            assert_eq!(guard(d).unwrap(), confirm, "{d}");
+        }
+        for d in ["/opt/proj", "/srv/www", "/var/lib/proj", "/nix/store/x"] {
+            assert_eq!(guard(d).unwrap(), LaunchGuard::Ok, "{d}");
+        }
+        assert_eq!(
+            Confirm::SystemDir.refusal(Path::new("/etc")),
+            "refusing to launch from the system directory /etc without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y"
+        );
+    }
+
+    #[test]
+    fn declared_pseudo_filesystems_are_refused() {
+        for p in [
+            "/",
+            "/run",
+            "/proc",
+            "/proc/1/root",
+            "/sys/kernel",
+            "/dev",
+            "/dev/sda",
+        ] {
+            let e = declared_path(Path::new(p), "roDirs").unwrap_err();
+            assert!(
+                e.starts_with(&format!("{p} (roDirs) cannot be exposed: ")),
+                "{e}"
+            );
+        }
+        for p in ["/run/user/1000", "/home/u/.gnupg", "/etc/hosts", "/devices"] {
+            assert_eq!(declared_path(Path::new(p), "roDirs"), Ok(()), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_link_out_of_a_writable_dir_is_asked_about() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("home");
+        let proj = home.join("proj");
+        let secret = home.join(".gnupg");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::create_dir_all(proj.join("src")).unwrap();
+        std::os::unix::fs::symlink(&secret, proj.join("docs")).unwrap();
+        std::os::unix::fs::symlink("src", proj.join("source")).unwrap();
+        std::os::unix::fs::symlink(&proj, home.join("code")).unwrap();
+        let check = |logical: PathBuf| {
+            let cwd = std::fs::canonicalize(&logical).unwrap();
+            symlinked_launch_dir(&logical, &cwd, &home)
+        };
+        assert_eq!(
+            check(proj.join("docs")),
+            Some(Confirm::ThroughSymlink {
+                link: proj.join("docs"),
+                target: secret.clone()
+            })
+        );
+        // Inside its own directory, in $HOME itself, or no link at all: nothing to ask.
+        assert_eq!(check(proj.join("source")), None);
+        assert_eq!(check(home.join("code")), None);
+        assert_eq!(check(proj.clone()), None);
+        // $PWD that does not lead to the real cwd is not trusted for anything.
+        assert_eq!(symlinked_launch_dir(&proj.join("docs"), &proj, &home), None);
+    }
+}
