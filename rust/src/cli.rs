@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
@@ -485,6 +486,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         );
     }
     if a.dry_run {
+        // Opened as a launch would (O_PATH, nothing created), to show the argv it would run.
+        let _held = bind_by_fd(&mut plan, true)?;
+        let argv = crate::linux::bwrap::argv(&plan);
         print!(
             "{}",
             report::render(
@@ -511,6 +515,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     session::ensure_identity(&identity, &plan.session_files)?;
     create_placeholders(&plan)?;
+    // Last, right before bwrap starts: the descriptors pin what the planner checked.
+    let held = bind_by_fd(&mut plan, false)?;
+    let argv = crate::linux::bwrap::argv(&plan);
     for w in &plan.warnings {
         eprintln!("agent-sandbox: warning: {w}");
     }
@@ -528,6 +535,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         &dir,
         &bwrap,
         &argv,
+        &held,
         &mut after_spawn,
     )
 }
@@ -555,6 +563,17 @@ fn close_fds(fds: &[i32]) {
         // wrapped them in an owning type.
         unsafe { libc::close(fd) };
     }
+}
+
+/// Linux: binds the plan's held sources by descriptor ([`crate::linux::pathfd`]).
+#[cfg(target_os = "linux")]
+fn bind_by_fd(plan: &mut Plan, missing_ok: bool) -> anyhow::Result<Vec<OwnedFd>> {
+    Ok(crate::linux::pathfd::bind_by_fd(plan, missing_ok)?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn bind_by_fd(_plan: &mut Plan, _missing_ok: bool) -> anyhow::Result<Vec<OwnedFd>> {
+    Ok(Vec::new())
 }
 
 /// The `--dry-run` / launch.log line for a staged closure.
@@ -611,10 +630,12 @@ fn launch(
     session_dir: &Path,
     bwrap: &Path,
     argv: &[OsString],
+    held: &[OwnedFd],
     after_spawn: &mut dyn FnMut(),
 ) -> anyhow::Result<i32> {
     use crate::linux::netns;
     use crate::linux::supervise::{Outcome, supervise};
+    use std::os::fd::AsFd;
     // Open mode: the sandbox gets its own network namespace with user-mode networking and
     // the host cut off; the holder keeps that namespace alive until we return.
     // A large closure is staged in the holder's mount namespace, in any network mode.
@@ -643,7 +664,8 @@ fn launch(
         .as_ref()
         .map(|(h, exe, opts)| netns::enter_prefix(exe, h.pid(), opts))
         .unwrap_or_default();
-    let outcome = supervise(&prefix, bwrap, argv, &[], Some(&plan.env), after_spawn)?;
+    let inherit: Vec<_> = held.iter().map(|fd| fd.as_fd()).collect();
+    let outcome = supervise(&prefix, bwrap, argv, &inherit, Some(&plan.env), after_spawn)?;
     drop(holder);
     if let Some(p) = proxy {
         let summary = p.shutdown().render();
@@ -658,7 +680,7 @@ fn launch(
         Outcome::Exited(code) => Ok(code),
         Outcome::SetupFailed { bwrap_status } => {
             eprintln!(
-                "agent-sandbox: error: bubblewrap could not set up the sandbox (status {bwrap_status}; its message is above). If it mentions namespaces, uid maps or permissions, unprivileged user namespaces are unavailable: on Ubuntu 24.04+ run `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or install an AppArmor profile for bwrap); elsewhere check `sysctl user.max_user_namespaces`"
+                "agent-sandbox: error: bubblewrap could not set up the sandbox (status {bwrap_status}; its message is above). If it says \"Race condition binding dirfd\", a path it was binding was swapped while the sandbox started (refused: launch again). If it mentions namespaces, uid maps or permissions, unprivileged user namespaces are unavailable: on Ubuntu 24.04+ run `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or install an AppArmor profile for bwrap); elsewhere check `sysctl user.max_user_namespaces`"
             );
             Ok(EXIT_SETUP)
         }
@@ -672,6 +694,7 @@ fn launch(
     _dir: &Path,
     _bwrap: &Path,
     _argv: &[OsString],
+    _held: &[OwnedFd],
     _after_spawn: &mut dyn FnMut(),
 ) -> anyhow::Result<i32> {
     bail!("this build cannot launch sandboxes on this OS yet")
@@ -684,7 +707,7 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
     use crate::plan::BridgeTo;
     use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
-    confirm_launch(&plan)?;
+    confirm_launch(plan)?;
     let dir = session::create(base, name)?;
     session::rotate(base, session::KEEP_SESSIONS, name);
     if !plan.bridges.is_empty() {

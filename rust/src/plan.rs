@@ -76,12 +76,36 @@ pub const SCAN_LIMIT: usize = 200_000;
 /// One mount, in bwrap's vocabulary. Order in `Plan::mounts` is the order applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mount {
-    RoBind { src: PathBuf, dest: PathBuf },
-    Bind { src: PathBuf, dest: PathBuf },
-    Tmpfs { dest: PathBuf },
-    Proc { dest: PathBuf },
-    Dev { dest: PathBuf },
-    Symlink { target: PathBuf, dest: PathBuf },
+    RoBind {
+        src: PathBuf,
+        dest: PathBuf,
+    },
+    Bind {
+        src: PathBuf,
+        dest: PathBuf,
+    },
+    Tmpfs {
+        dest: PathBuf,
+    },
+    Proc {
+        dest: PathBuf,
+    },
+    Dev {
+        dest: PathBuf,
+    },
+    Symlink {
+        target: PathBuf,
+        dest: PathBuf,
+    },
+    /// `Bind`/`RoBind` of a source in `Plan::held`, after the launcher opened it
+    /// (`linux::pathfd`): bwrap binds the object behind descriptor `fd` (`--bind-fd`), so the
+    /// object bound is the one the planner checked. `src` is kept for the reports.
+    BindFd {
+        fd: i32,
+        src: PathBuf,
+        dest: PathBuf,
+        rw: bool,
+    },
 }
 
 impl Mount {
@@ -89,6 +113,7 @@ impl Mount {
         match self {
             Mount::RoBind { dest, .. }
             | Mount::Bind { dest, .. }
+            | Mount::BindFd { dest, .. }
             | Mount::Tmpfs { dest }
             | Mount::Proc { dest }
             | Mount::Dev { dest }
@@ -143,6 +168,15 @@ impl Bridge {
 
 pub use crate::guard::{Confirm, LaunchGuard};
 
+/// A bind source the launcher opens by descriptor (see [`Plan::held`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub dir: bool,
+    /// `(st_dev, st_ino)` as the planner saw it; `None` for git placeholders, which the
+    /// launcher creates after planning.
+    pub id: Option<(u64, u64)>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub out_name: String,
@@ -181,6 +215,11 @@ pub struct Plan {
     pub guard: LaunchGuard,
     /// Protected git paths that must be created empty before launch.
     pub placeholders: Vec<(PathBuf, PlaceholderKind)>,
+    /// Bind sources in places a user (or an agent in another session) can write: the declared
+    /// paths, the launch directory and the git layout. Linux binds them by descriptor
+    /// (`linux::pathfd`), so nobody can swap a symlink in between the check and the mount.
+    /// Store paths, system directories and the session's own files are bound by path.
+    pub held: BTreeMap<PathBuf, Held>,
     /// Files the launcher writes into the session directory before launch (name, contents).
     pub session_files: Vec<(String, String)>,
     pub warnings: Vec<String>,
@@ -502,6 +541,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut missing = Vec::new();
     let mut wrong_kind = Vec::new();
     let mut user_mounts: Vec<(PathBuf, PathBuf, bool)> = Vec::new(); // (src, dest, rw)
+    let mut held = BTreeMap::new();
     for d in &declared {
         let (src, dest) = match symlinks::resolve_declared(&d.path, &permitted)? {
             Resolved::Direct(p) => (p.clone(), p),
@@ -515,7 +555,11 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                 continue;
             }
         };
-        let is_dir = src.is_dir();
+        let Ok(meta) = std::fs::metadata(&src) else {
+            missing.push(format!("{} ({})", d.path.display(), d.field));
+            continue;
+        };
+        let is_dir = meta.is_dir();
         if is_dir != (d.kind == Kind::Dir) {
             let (is, belongs) = if is_dir {
                 ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
@@ -533,7 +577,26 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
             warnings.extend(symlinks::scan_warning(&report));
         }
+        held.insert(src.clone(), held_from(&meta));
         user_mounts.push((src, dest, d.rw));
+    }
+    // The launch directory and the git layout live where agents write, too.
+    for p in std::iter::once(&host.cwd)
+        .chain(&repo_root)
+        .chain(&git_rw)
+        .chain(&git_ro)
+    {
+        let meta = std::fs::metadata(p).map_err(|e| {
+            PlanError::Refused(format!(
+                "cannot inspect {} ({e}), which the sandbox binds. Fix: make it readable, or launch elsewhere",
+                p.display()
+            ))
+        })?;
+        held.insert(p.clone(), held_from(&meta));
+    }
+    for (p, kind) in &placeholders {
+        let dir = *kind == PlaceholderKind::Dir;
+        held.insert(p.clone(), Held { dir, id: None });
     }
     let mut upstream_ca_files = Vec::new();
     for f in &spec.upstream_ca_files {
@@ -907,6 +970,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         guard,
         placeholders,
         session_files,
+        held,
         warnings,
     })
 }
@@ -1017,9 +1081,10 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
         .iter()
         .filter(|m| !is_child_bind(m))
         .any(|m| match m {
-            Mount::RoBind { dest, .. } | Mount::Bind { dest, .. } | Mount::Symlink { dest, .. } => {
-                inside(dest)
-            }
+            Mount::RoBind { dest, .. }
+            | Mount::Bind { dest, .. }
+            | Mount::BindFd { dest, .. }
+            | Mount::Symlink { dest, .. } => inside(dest),
             Mount::Tmpfs { dest } | Mount::Proc { dest } | Mount::Dev { dest } => {
                 inside(dest) || dir.starts_with(dest)
             }
@@ -1066,6 +1131,14 @@ pub fn share_identity_files(plan: &mut Plan, base: &Path, session_dir: &Path) ->
         }
     }
     dir
+}
+
+fn held_from(meta: &std::fs::Metadata) -> Held {
+    use std::os::unix::fs::MetadataExt;
+    Held {
+        dir: meta.is_dir(),
+        id: Some((meta.dev(), meta.ino())),
+    }
 }
 
 /// Whether `target`, already exposed through `mounts`, may be bound writable elsewhere: the

@@ -71,6 +71,18 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString], audience: A
             Mount::Bind { src, dest } => {
                 format!("  rw      {} <- {}", dest.display(), src.display())
             }
+            Mount::BindFd { src, dest, rw, .. } => {
+                let mode = if *rw { "rw" } else { "ro" };
+                if src == dest {
+                    format!("  {mode}      {} (by descriptor)", dest.display())
+                } else {
+                    format!(
+                        "  {mode}      {} <- {} (by descriptor)",
+                        dest.display(),
+                        src.display()
+                    )
+                }
+            }
             Mount::Tmpfs { dest } => format!("  tmpfs   {}", dest.display()),
             Mount::Proc { dest } => format!("  proc    {}", dest.display()),
             Mount::Dev { dest } => format!("  dev     {}", dest.display()),

@@ -51,6 +51,10 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
             Mount::Bind { src, dest } => {
                 a.extend(["--bind".into(), src.into(), dest.into()]);
             }
+            Mount::BindFd { fd, dest, rw, .. } => {
+                let flag = if *rw { "--bind-fd" } else { "--ro-bind-fd" };
+                a.extend([flag.into(), fd.to_string().into(), dest.into()]);
+            }
             Mount::Tmpfs { dest } => a.extend(["--tmpfs".into(), dest.into()]),
             Mount::Proc { dest } => a.extend(["--proc".into(), dest.into()]),
             Mount::Dev { dest } => a.extend(["--dev".into(), dest.into()]),
@@ -141,6 +145,7 @@ mod tests {
             ca_bundle_source: None,
             guard: LaunchGuard::Ok,
             placeholders: vec![],
+            held: BTreeMap::new(),
             session_files: vec![],
             warnings: vec![],
         }
@@ -198,6 +203,55 @@ mod tests {
                 "claude",
                 "--yolo",
                 "a b\n'c'",
+            ]
+        );
+    }
+
+    /// Held sources are bound by descriptor: `--bind-fd FD DEST` / `--ro-bind-fd FD DEST`, in
+    /// the place (and order) the by-path bind had.
+    #[test]
+    fn exact_argv_binds_by_descriptor() {
+        let mut p = plan(Network::Open);
+        p.mounts.push(Mount::RoBind {
+            src: "/home/u/my proj/.git/hooks".into(),
+            dest: "/home/u/my proj/.git/hooks".into(),
+        });
+        p.mounts.push(Mount::RoBind {
+            src: "/home/u/real settings.json".into(),
+            dest: "/home/u/.claude/settings.json".into(),
+        });
+        for (m, fd) in p.mounts[5..].iter_mut().zip([3, 4, 5]) {
+            crate::linux::pathfd::rewrite(m, fd);
+        }
+        let a = argv(&p);
+        let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
+        let j = a.iter().position(|x| x == "--chdir").unwrap();
+        assert_eq!(
+            strs(&a[i + 1..j]),
+            [
+                "--ro-bind",
+                "/nix/store/abc-bash",
+                "/nix/store/abc-bash",
+                "--symlink",
+                "/nix/store/abc-bash/bin/sh",
+                "/bin/sh",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--tmpfs",
+                "/home/u",
+                "--bind-fd",
+                "3",
+                "/home/u/my proj",
+                "--ro-bind-fd",
+                "4",
+                "/home/u/my proj/.git/hooks",
+                "--ro-bind-fd",
+                "5",
+                "/home/u/.claude/settings.json",
+                "--remount-ro",
+                "/",
             ]
         );
     }

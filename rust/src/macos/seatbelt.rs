@@ -281,6 +281,10 @@ fn layout(plan: &Plan) -> Layout {
             Mount::Proc { .. } | Mount::Dev { .. } | Mount::Symlink { .. } => continue,
             Mount::RoBind { src, dest } => (src, dest, Mode::Ro),
             Mount::Bind { src, dest } => (src, dest, Mode::Rw),
+            // Linux binds these by descriptor; Seatbelt rules name paths either way.
+            Mount::BindFd { src, dest, rw, .. } => {
+                (src, dest, if *rw { Mode::Rw } else { Mode::Ro })
+            }
         };
         if dest == Path::new(INIT_PATH) {
             continue; // No PID-1 init on macOS.
@@ -1007,6 +1011,7 @@ mod tests {
             ca_bundle_source: None,
             guard: LaunchGuard::Ok,
             placeholders: vec![],
+            held: BTreeMap::new(),
             session_files: vec![],
             warnings: vec![],
         }

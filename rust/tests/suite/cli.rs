@@ -211,11 +211,12 @@ fn dry_run_lists_mounts_with_their_modes() {
     let (o, _) = dry_run(&f, &["--rw", "~/.claude", "--ro", "~/.gitconfig"]);
     assert_eq!(o.code, 0, "{o:?}");
     let lines: Vec<&str> = o.stdout.lines().collect();
+    // Declared paths and the launch directory are bound by descriptor (see bind_race.rs).
     for want in [
-        format!("  rw      {}", f.proj.display()),
+        format!("  rw      {} (by descriptor)", f.proj.display()),
         format!("  tmpfs   {}", f.home.display()),
-        format!("  rw      {}", claude.display()),
-        format!("  ro      {}", gitconfig.display()),
+        format!("  rw      {} (by descriptor)", claude.display()),
+        format!("  ro      {} (by descriptor)", gitconfig.display()),
         "  ro      /usr".to_string(),
         "  tmpfs   /tmp".to_string(),
     ] {
@@ -225,7 +226,7 @@ fn dry_run_lists_mounts_with_their_modes() {
     let pos = |s: &str| lines.iter().position(|l| *l == s).unwrap();
     assert!(
         pos(&format!("  tmpfs   {}", f.home.display()))
-            < pos(&format!("  rw      {}", f.proj.display())),
+            < pos(&format!("  rw      {} (by descriptor)", f.proj.display())),
         "{o:?}"
     );
 }

@@ -57,7 +57,8 @@ fn launching_from_above_home_is_refused() {
     let marker = f.proj.join("ran");
     let parent = f.home.parent().unwrap().to_path_buf();
     // (The fixture's grandparent is /tmp, refused as a shared directory: see below.)
-    for cwd in [parent.as_path()] {
+    {
+        let cwd = parent.as_path();
         let o = launch_from(&f, cwd, &marker);
         assert_eq!(o.code, 125, "{}: {o:?}", cwd.display());
         let errors = error_lines(&o.stderr);
@@ -339,9 +340,9 @@ fn pseudo_filesystems_cannot_be_declared_or_launched_from() {
         let o = run(f.sh(&["--no-network", flag, p], "echo ran"));
         assert_eq!(o.code, 125, "{flag} {p}: {o:?}");
         assert!(
-            o.stderr.contains(&format!(
+            o.stderr.contains(
                 ") cannot be exposed: /, /run and everything in /proc, /sys and /dev are refused"
-            )) && o.stderr.contains(p),
+            ) && o.stderr.contains(p),
             "{flag} {p}: {o:?}"
         );
         assert_eq!(o.stdout, "");

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod bind_race;
 mod cli;
 mod environment;
 mod filesystem;
