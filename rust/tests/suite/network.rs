@@ -520,11 +520,16 @@ impl Drop for HostLocalRoute {
     }
 }
 
-/// The escape is real: from the host, `addr` reaches the server through the local route.
+/// The escape is real: from the host, `addr` reaches the server through the local route (the
+/// answer arrives, so the server has counted the hit).
 fn host_reaches(srv: &HostServer, addr: &str) {
     let to: SocketAddr = format!("{addr}:{}", srv.port).parse().unwrap();
-    TcpStream::connect_timeout(&to, std::time::Duration::from_secs(3))
+    let mut s = TcpStream::connect_timeout(&to, std::time::Duration::from_secs(3))
         .unwrap_or_else(|e| panic!("the host itself cannot reach {to}: {e}"));
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.ends_with("host-secret"), "{to} answered {answer:?}");
 }
 
 /// Regression (issue 9, item 14): open mode blocked only the host's interface addresses; a
