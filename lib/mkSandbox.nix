@@ -129,7 +129,6 @@ let
       {
         AGENT_SANDBOX_BWRAP = "${pkgs.bubblewrap}/bin/bwrap";
         AGENT_SANDBOX_PASTA = "${pkgs.passt}/bin/pasta";
-        AGENT_SANDBOX_IP = "${pkgs.iproute2}/bin/ip";
       }
     else
       { };

@@ -1,6 +1,6 @@
-//! Where the launcher finds the programs it runs *outside* the sandbox: bubblewrap, pasta and
-//! `ip`. They run with the caller's rights (root's, for a root launch), so they come only from
-//! fixed system directories or from an explicit `AGENT_SANDBOX_*` override (what the Nix
+//! Where the launcher finds the programs it runs *outside* the sandbox: bubblewrap and pasta.
+//! They run with the caller's rights (root's, for a root launch), so they come only from fixed
+//! system directories or from an explicit `AGENT_SANDBOX_*` override (what the Nix
 //! wrapper pins), never through `PATH`: an activated `.venv/bin`, `node_modules/.bin` or a
 //! `~/.cargo/bin` the agent can write would otherwise let it plant a `bwrap` that the next
 //! launch runs unconfined. Whatever is chosen must also lie outside every path the sandbox
@@ -41,11 +41,6 @@ pub const PASTA: Tool = Tool {
     name: "pasta",
     env: "AGENT_SANDBOX_PASTA",
     install: "install passt (Debian/Ubuntu: apt install passt; Fedora: dnf install passt), or use --no-network",
-};
-pub const IP: Tool = Tool {
-    name: "ip",
-    env: "AGENT_SANDBOX_IP",
-    install: "install iproute2, or use --no-network",
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -210,7 +205,7 @@ mod tests {
         let got = choose(&PASTA, None, &[], fs(&[])).unwrap();
         assert_eq!(got, PathBuf::from("/usr/bin/pasta"));
         let w = [PathBuf::from("/home/u/proj")];
-        let e = choose(&IP, None, &w, fs(&[])).unwrap_err();
+        let e = choose(&PASTA, Some("/usr/sbin/ip".as_ref()), &w, fs(&[])).unwrap_err();
         assert!(matches!(e, ToolError::Writable { .. }), "{e}");
         assert_eq!(
             choose(&BWRAP, None, &[], fs(&["/home/u/bin/bwrap"])),

@@ -61,7 +61,6 @@ let
   helper = "${f.agent-sandbox}/bin/agent-sandbox";
   tools = ''
     export AGENT_SANDBOX_BWRAP='${f.bubblewrap}/bin/bwrap'
-    export AGENT_SANDBOX_IP='${f.iproute2}/bin/ip'
     export AGENT_SANDBOX_PASTA='${f.passt}/bin/pasta'
   '';
 

@@ -1,36 +1,49 @@
 //! Open network mode: the internet without the host.
 //!
 //! The launcher starts a small holder process (`agent-sandbox __hold`) that creates a user
-//! and network namespace, then attaches pasta (user-mode networking) to it by PID with host
-//! loopback mapping off, makes every address of the host unreachable inside the namespace, and
-//! finally runs bwrap inside it through `agent-sandbox __enter PID -- bwrap …`.
+//! and network namespace, attaches pasta (user-mode networking) to it by PID with host
+//! loopback mapping off, makes every destination of the host unreachable inside the namespace
+//! (its interfaces' addresses and every prefix its local routing table delivers to itself), and
+//! finally runs bwrap inside it through `agent-sandbox __enter PID -- bwrap …`. Meanwhile the
+//! launcher watches the host's routes and reports each new local one (`block PREFIX`).
 //!
 //! The same holder, with a mount namespace, stages large closures ([`super::stage`]), in any
 //! network mode.
 //!
 //! Why this shape: pasta started as root cannot map users itself, and Debian 12's pasta leaves
 //! the host's /proc mounted when it spawns the command, which breaks bwrap. Creating the
-//! namespaces ourselves and attaching pasta by PID works for root and non-root alike.
+//! namespaces ourselves and attaching pasta by PID works for root and non-root alike. pasta is
+//! the holder's own child, in the foreground, with a parent-death signal: it cannot outlive the
+//! holder however the holder ends (pasta does not notice a namespace given as /proc/PID/ns/net
+//! going away, and a daemonised pasta survived a launcher killed with SIGKILL).
 
-use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
+use std::ffi::{CString, OsStr, OsString};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::{CloneFlags, setns, unshare};
+use nix::unistd::{ForkResult, Pid};
+
+use super::rtnl::{Prefix, RouteWatch};
 
 /// Holder protocol lines.
 const READY: &str = "ready";
 const GO: &str = "go";
 const OK: &str = "ok";
+/// How the holder's answer names a failure of pasta (not of the routes).
+const PASTA_FAILED: &str = "pasta: ";
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
-    #[error("open network mode needs pasta and `ip`: {0}")]
+    #[error("open network mode needs pasta: {0}")]
     Tool(#[from] crate::tools::ToolError),
     #[error("cannot start the network namespace holder: {0}")]
     Holder(std::io::Error),
@@ -68,17 +81,41 @@ pub fn host_addresses() -> Vec<IpAddr> {
     out
 }
 
-/// pasta's argv to attach to the holder `pid`. Pure.
+/// Everything the host answers on itself: its interfaces' addresses and the prefixes its local
+/// routing table delivers to it (`ip route add local 192.0.2.0/24 dev lo` hands a service
+/// bound to 0.0.0.0 a whole prefix). Sorted, without duplicates.
+pub fn host_prefixes() -> Result<Vec<Prefix>> {
+    // Fail closed: without the local table, part of the host would stay reachable.
+    let table = super::rtnl::host_local_prefixes().map_err(|e| {
+        NetnsError::Routes(format!("cannot read the host's local routing table: {e}"))
+    })?;
+    Ok(merge_prefixes(
+        host_addresses().into_iter().map(Prefix::host).chain(table),
+    ))
+}
+
+/// Sorted and without duplicates. Pure.
+fn merge_prefixes(p: impl IntoIterator<Item = Prefix>) -> Vec<Prefix> {
+    p.into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// pasta's argv (after its program name) to attach to the holder `pid` in the foreground,
+/// writing its PID to the descriptor `ready_fd` once it has set the namespace up. Pure.
 pub fn pasta_args(
     pid: u32,
     as_root: bool,
     log: &Path,
-    pid_file: &Path,
+    ready_fd: i32,
     dns_forward: Option<&str>,
 ) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
         "--config-net".into(),
         "--quiet".into(),
+        // In the foreground pasta stays the holder's child, with its parent-death signal.
+        "--foreground".into(),
         // No port forwarding in either direction: the host's loopback services stay out of
         // reach, and nothing on the host can reach into the sandbox.
         "-t".into(),
@@ -93,10 +130,9 @@ pub fn pasta_args(
         "--no-map-gw".into(),
         "--log-file".into(),
         log.into(),
-        // pasta does not notice when a namespace given as /proc/PID/ns/net goes away, so we
-        // stop it ourselves: its daemon's PID lands here.
+        // pasta writes its PID once the namespace is configured: our signal that it is ready.
         "--pid".into(),
-        pid_file.into(),
+        format!("/proc/self/fd/{ready_fd}").into(),
     ];
     if let Some(addr) = dns_forward {
         a.extend(["--dns-forward".into(), addr.into()]);
@@ -114,44 +150,93 @@ pub fn pasta_args(
     a
 }
 
-/// The holder: a live process owning the sandbox's user and network namespaces.
+/// Open mode's part of the holder's command line: which pasta, where it logs, and the DNS
+/// forwarding address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PastaSpec {
+    pub pasta: PathBuf,
+    pub log: PathBuf,
+    pub dns_forward: Option<String>,
+}
+
+/// The holder's command line: `__hold UID GID PASTA LOG DNS STAGE-DIR STAGE-LIST VIEW
+/// PREFIX…`, with `-` for what is not set. PASTA/LOG/DNS (open mode) run pasta and cut the
+/// PREFIXes off; STAGE-DIR STAGE-LIST VIEW name the directory to stage, the file listing its
+/// entries and where to build the view ([`super::stage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldArgs {
+    pub uid: u32,
+    pub gid: u32,
+    pub net: Option<PastaSpec>,
+    /// Directory, list, view.
+    pub stage: Option<(PathBuf, PathBuf, PathBuf)>,
+    pub block: Vec<Prefix>,
+}
+
+const HOLD_USAGE: &str =
+    "usage: __hold UID GID PASTA|- LOG|- DNS|- STAGE-DIR|- STAGE-LIST|- VIEW|- PREFIX…";
+
+impl HoldArgs {
+    /// The arguments after `__hold`. Pure.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let dash = || OsString::from("-");
+        let mut a: Vec<OsString> = vec![self.uid.to_string().into(), self.gid.to_string().into()];
+        match &self.net {
+            Some(n) => a.extend([
+                n.pasta.clone().into(),
+                n.log.clone().into(),
+                n.dns_forward.clone().map_or_else(dash, OsString::from),
+            ]),
+            None => a.extend([dash(), dash(), dash()]),
+        }
+        match &self.stage {
+            Some((dir, list, view)) => {
+                a.extend([dir.clone().into(), list.clone().into(), view.clone().into()])
+            }
+            None => a.extend([dash(), dash(), dash()]),
+        }
+        a.extend(self.block.iter().map(|p| p.to_string().into()));
+        a
+    }
+
+    /// The inverse of [`HoldArgs::to_args`]. Pure.
+    pub fn parse(args: &[OsString]) -> std::result::Result<HoldArgs, String> {
+        let [uid, gid, pasta, log, dns, dir, list, view, block @ ..] = args else {
+            return Err(HOLD_USAGE.into());
+        };
+        let num = |s: &OsString| {
+            s.to_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| format!("{s:?} is not a numeric id; {HOLD_USAGE}"))
+        };
+        let set = |s: &OsString| (s != "-").then(|| PathBuf::from(s));
+        let net = set(pasta).map(|pasta| PastaSpec {
+            pasta,
+            log: PathBuf::from(log),
+            dns_forward: (dns != "-").then(|| dns.to_string_lossy().into_owned()),
+        });
+        let stage = set(dir).map(|d| (d, PathBuf::from(list), PathBuf::from(view)));
+        let block = block
+            .iter()
+            .map(|p| p.to_string_lossy().parse::<Prefix>())
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(HoldArgs {
+            uid: num(uid)?,
+            gid: num(gid)?,
+            net,
+            stage,
+            block,
+        })
+    }
+}
+
+/// The holder: a live process owning the sandbox's user and network namespaces (and pasta).
 pub struct Holder {
     child: Child,
-    /// Shared with the address watcher; taken (closed) on drop, which ends the holder.
+    /// Shared with the route watcher; taken (closed) on drop, which ends the holder.
     stdin: Arc<Mutex<Option<ChildStdin>>>,
-    pasta: Option<OwnedFd>,
-    watcher: Option<Child>,
-}
-
-/// A pidfd for `pid`, if it is still the pasta serving the namespace of `holder_pid` (its
-/// command line names that namespace). Signalling through the pidfd cannot hit a process that
-/// reused the PID later.
-fn pasta_pidfd(pid: i32, holder_pid: u32) -> Option<OwnedFd> {
-    // SAFETY: plain syscall; the result is a new descriptor we own, or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd is a fresh descriptor returned by the kernel.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let marker = format!("/proc/{holder_pid}/ns/net");
-    String::from_utf8_lossy(&cmdline)
-        .contains(&marker)
-        .then_some(fd)
-}
-
-fn pidfd_kill(fd: &OwnedFd) {
-    // SAFETY: pidfd_send_signal with a valid pidfd, no siginfo.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        );
-    }
+    /// Closing it stops the route watcher.
+    stop_watch: Option<OwnedFd>,
 }
 
 impl Holder {
@@ -162,15 +247,9 @@ impl Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
-        // pasta would outlive the namespace (and hold ~30 MB) if nobody stopped it.
-        if let Some(fd) = &self.pasta {
-            pidfd_kill(fd);
-        }
-        if let Some(w) = self.watcher.as_mut() {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-        // Closing its stdin ends the holder; the namespace dies with its last process.
+        drop(self.stop_watch.take());
+        // Closing its stdin ends the holder, and pasta with it (its parent-death signal); the
+        // namespace dies with its last process.
         if let Ok(mut stdin) = self.stdin.lock() {
             drop(stdin.take());
         }
@@ -191,27 +270,44 @@ pub struct HolderOptions<'a> {
     pub writable: &'a [PathBuf],
 }
 
+/// The error a holder's failure line stands for: pasta's (tagged) or `other`. Pure.
+fn holder_error(line: &str, other: fn(String) -> NetnsError) -> NetnsError {
+    let Some(msg) = line.strip_prefix(PASTA_FAILED) else {
+        return other(line.to_string());
+    };
+    let mut msg = msg.to_string();
+    if msg.contains("tun") {
+        msg.push_str(
+            ". Fix: /dev/net/tun must be usable by your user (mode 0666 on most distributions: sudo chmod 666 /dev/net/tun), or use --no-network",
+        );
+    }
+    NetnsError::Pasta(msg)
+}
+
 /// Create the namespaces; in open mode attach pasta and cut the host off; stage a large
 /// closure. On success the returned holder keeps the namespaces alive; run bwrap inside with
 /// [`enter_prefix`]. `entry_exe` runs the holder (`__hold`): the small `agent-sandbox-init`,
 /// or the helper itself.
 pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> Result<Holder> {
-    let tools = if opts.net {
-        Some((
-            crate::tools::locate(&crate::tools::PASTA, opts.writable)?,
-            crate::tools::locate(&crate::tools::IP, opts.writable)?,
-        ))
-    } else {
-        None
-    };
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
-    let mut cmd = Command::new(entry_exe);
-    cmd.arg("__hold")
-        .arg(uid.to_string())
-        .arg(gid.to_string())
-        .arg(if opts.net { "net" } else { "-" });
-    match opts.stage {
+    let (mut net, mut watch, mut block) = (None, None, Vec::new());
+    if opts.net {
+        let pasta = crate::tools::locate(&crate::tools::PASTA, opts.writable)?;
+        // Subscribed before the snapshot is read, so no prefix the host gains slips between
+        // the two. Fail closed if we cannot watch.
+        watch = Some(
+            RouteWatch::open()
+                .map_err(|e| NetnsError::Routes(format!("cannot watch the host's routes: {e}")))?,
+        );
+        block = host_prefixes()?;
+        net = Some(PastaSpec {
+            pasta,
+            log: session_dir.join("pasta.log"),
+            dns_forward: opts.dns_forward.map(str::to_string),
+        });
+    }
+    let stage = match opts.stage {
         Some(st) => {
             let list = session_dir.join("staged-closure");
             std::fs::write(&list, super::stage::encode_names(&st.names)).map_err(|e| {
@@ -220,16 +316,21 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> 
             std::fs::create_dir_all(&st.view).map_err(|e| {
                 NetnsError::Namespace(format!("cannot create {}: {e}", st.view.display()))
             })?;
-            cmd.arg(&st.dir).arg(list).arg(&st.view);
+            Some((st.dir.clone(), list, st.view.clone()))
         }
-        None => {
-            cmd.args(["-", "-", "-"]);
-        }
-    }
-    if opts.net {
-        cmd.args(host_addresses().iter().map(|a| a.to_string()));
-    }
-    cmd.stdin(Stdio::piped())
+        None => None,
+    };
+    let args = HoldArgs {
+        uid,
+        gid,
+        net,
+        stage,
+        block,
+    };
+    let mut cmd = Command::new(entry_exe);
+    cmd.arg("__hold")
+        .args(args.to_args())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // The holder must not outlive the launcher.
@@ -244,112 +345,76 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> 
     let mut holder = Holder {
         child,
         stdin: Arc::new(Mutex::new(stdin)),
-        pasta: None,
-        watcher: None,
+        stop_watch: None,
     };
     let stdout = holder.child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
     let mut expect =
         |what: &str, err: fn(String) -> NetnsError, holder: &mut Holder| match lines.next() {
             Some(Ok(l)) if l == what => Ok(()),
-            Some(Ok(l)) => Err(err(l)),
+            Some(Ok(l)) => Err(holder_error(&l, err)),
             _ => {
                 let mut msg = String::new();
                 if let Some(mut e) = holder.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut msg);
+                    let _ = e.read_to_string(&mut msg);
                 }
-                Err(err(msg.trim().to_string()))
+                Err(holder_error(msg.trim(), err))
             }
         };
     expect(READY, NetnsError::Namespace, &mut holder)?;
-    let Some((pasta, ip)) = tools else {
+    let Some(watch) = watch else {
         return Ok(holder);
     };
-
-    let log = session_dir.join("pasta.log");
-    let pid_file = session_dir.join("pasta.pid");
-    let as_root = uid == 0;
-    let out = Command::new(&pasta)
-        .args(pasta_args(
-            holder.pid(),
-            as_root,
-            &log,
-            &pid_file,
-            opts.dns_forward,
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| NetnsError::Pasta(format!("cannot run {}: {e}", pasta.display())))?;
-    if !out.status.success() {
-        let mut msg: String = String::from_utf8_lossy(&out.stderr)
-            .lines()
-            .chain(std::fs::read_to_string(&log).unwrap_or_default().lines())
-            .filter(|l| !l.contains("syslog") && !l.trim().is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
-        if msg.contains("tun") {
-            msg.push_str(
-                ". Fix: /dev/net/tun must be usable by your user (mode 0666 on most distributions: sudo chmod 666 /dev/net/tun), or use --no-network",
-            );
-        }
-        return Err(NetnsError::Pasta(msg));
-    }
-    let pasta_pid: Option<i32> = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|s| s.trim().parse().ok());
-    holder.pasta = pasta_pid.and_then(|p| pasta_pidfd(p, holder.pid()));
-    let (Some(pasta_pid), Some(_)) = (pasta_pid, &holder.pasta) else {
-        // Fail closed on bookkeeping too: an unstoppable pasta would leak with every launch.
-        return Err(NetnsError::Pasta(format!(
-            "pasta started but did not write its PID to {}",
-            pid_file.display()
-        )));
-    };
-    // Watch for addresses the host gains during the session, from before the snapshot is
-    // applied, so none slips between the two. Fail closed if we cannot watch.
-    let mut watcher = Command::new(&ip)
-        .args(["-o", "monitor", "address"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| NetnsError::Routes(format!("cannot watch the host's addresses: {e}")))?;
-    let events = watcher.stdout.take().expect("piped");
-    holder.watcher = Some(watcher);
+    let (stop_r, stop_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| NetnsError::Routes(format!("cannot watch the host's routes: {e}")))?;
+    holder.stop_watch = Some(stop_w);
     let sink = Arc::downgrade(&holder.stdin);
-    std::thread::spawn(move || {
-        for line in BufReader::new(events).lines() {
-            let Ok(line) = line else { break };
-            let Some(addr) = new_address(&line) else {
-                continue;
-            };
-            let Some(sink) = sink.upgrade() else { break };
-            let Ok(mut guard) = sink.lock() else { break };
-            let Some(stdin) = guard.as_mut() else { break };
-            if writeln!(stdin, "block {addr}").is_err() {
-                break;
-            }
-        }
-    });
+    std::thread::spawn(move || watch_host_routes(&watch, &stop_r, &sink));
+    // Prefixes the watcher reported before this line are cut off together with the snapshot.
     if let Some(stdin) = holder.stdin.lock().ok().as_mut().and_then(|g| g.as_mut()) {
-        writeln!(stdin, "{GO} {pasta_pid}").map_err(|e| NetnsError::Routes(e.to_string()))?;
+        writeln!(stdin, "{GO}").map_err(|e| NetnsError::Routes(e.to_string()))?;
     }
     expect(OK, NetnsError::Routes, &mut holder)?;
     Ok(holder)
 }
 
-/// The address an `ip -o monitor address` line announces, if it is a new, non-loopback one.
-/// Pure.
-pub fn new_address(line: &str) -> Option<IpAddr> {
-    if line.starts_with("Deleted") {
-        return None;
+/// Reports every local route the host gains to the holder (`block PREFIX`) until `stop`
+/// closes or the holder is gone.
+fn watch_host_routes(watch: &RouteWatch, stop: &OwnedFd, sink: &Weak<Mutex<Option<ChildStdin>>>) {
+    loop {
+        let mut fds = [
+            PollFd::new(watch.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            return;
+        }
+        let found = match watch.next() {
+            Ok(found) => found,
+            // The kernel dropped events (our buffer overflowed): read the whole table again.
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => match host_prefixes() {
+                Ok(all) => all,
+                Err(_) => return,
+            },
+            Err(_) => return,
+        };
+        if found.is_empty() {
+            continue;
+        }
+        let Some(sink) = sink.upgrade() else { return };
+        let Ok(mut guard) = sink.lock() else { return };
+        let Some(stdin) = guard.as_mut() else { return };
+        for p in found {
+            if writeln!(stdin, "block {p}").is_err() {
+                return;
+            }
+        }
     }
-    let mut words = line.split_whitespace();
-    words.find(|w| *w == "inet" || *w == "inet6")?;
-    let addr: IpAddr = words.next()?.split('/').next()?.parse().ok()?;
-    (!addr.is_loopback()).then_some(addr)
 }
 
 /// The argv prefix that runs a program inside the holder's namespaces: its user namespace
@@ -375,32 +440,139 @@ fn write_proc(path: &str, contents: &str) -> std::result::Result<(), String> {
     std::fs::write(path, contents).map_err(|e| format!("cannot write {path}: {e}"))
 }
 
-/// `agent-sandbox __hold UID GID NET STAGE-DIR STAGE-LIST VIEW ADDR…` — runs in the holder
-/// process. `NET` is `net` (own network namespace, pasta, the host's ADDRs cut off) or `-`;
-/// `STAGE-DIR STAGE-LIST VIEW` name the directory to stage, the file listing its entries and
-/// where to build the view ([`super::stage`]), or are `-`.
+/// pasta, forked by the holder while it is still in the host's namespaces (pasta must run
+/// there), waiting for [`PastaChild::start`].
+struct PastaChild {
+    pid: Pid,
+    go: OwnedFd,
+    ready: OwnedFd,
+    log: PathBuf,
+}
+
+fn cstring(s: &OsStr) -> std::result::Result<CString, String> {
+    CString::new(s.as_bytes()).map_err(|_| format!("{s:?} contains a NUL byte"))
+}
+
+impl PastaChild {
+    /// Forks the child that will exec pasta for the holder (the calling process, which must be
+    /// single-threaded). It dies with the holder: a parent-death signal, which exec keeps.
+    fn fork(spec: &PastaSpec, as_root: bool) -> std::result::Result<PastaChild, String> {
+        let holder = nix::unistd::getpid();
+        let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"));
+        let ((go_r, go_w), (ready_r, ready_w)) = (pipe()?, pipe()?);
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        let args = pasta_args(
+            holder.as_raw() as u32,
+            as_root,
+            &spec.log,
+            ready_w.as_raw_fd(),
+            spec.dns_forward.as_deref(),
+        );
+        let prog = cstring(spec.pasta.as_os_str())?;
+        let argv = std::iter::once(Ok(prog.clone()))
+            .chain(args.iter().map(|a| cstring(a)))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // SAFETY: the holder is single-threaded here; the child only makes system calls before
+        // exec (the argv is built already).
+        match unsafe { nix::unistd::fork() }.map_err(|e| format!("fork: {e}"))? {
+            ForkResult::Parent { child } => Ok(PastaChild {
+                pid: child,
+                go: go_w,
+                ready: ready_r,
+                log: spec.log.clone(),
+            }),
+            ForkResult::Child => {
+                // SAFETY: plain system calls on descriptors this process owns, then exec.
+                unsafe {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if libc::getppid() != holder.as_raw() {
+                        libc::_exit(1);
+                    }
+                    // Not the launcher's pipes: they must close when the holder does.
+                    for fd in 0..3 {
+                        libc::dup2(null.as_raw_fd(), fd);
+                    }
+                    libc::close(go_w.as_raw_fd());
+                    let mut b = 0u8;
+                    if libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1) != 1 {
+                        libc::_exit(1);
+                    }
+                    libc::fcntl(ready_w.as_raw_fd(), libc::F_SETFD, 0);
+                    // Rust ignores SIGPIPE; Debian 12's pasta then fails to install its
+                    // signal handlers and exits.
+                    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                    let mut ptrs: Vec<*const libc::c_char> =
+                        argv.iter().map(|a| a.as_ptr()).collect();
+                    ptrs.push(std::ptr::null());
+                    libc::execv(prog.as_ptr(), ptrs.as_ptr());
+                    libc::_exit(127)
+                }
+            }
+        }
+    }
+
+    /// Lets pasta attach to the holder's namespaces (set up by now) and waits until it has
+    /// configured them, or failed.
+    fn start(self) -> std::result::Result<(), String> {
+        let _ = nix::unistd::write(&self.go, b"g");
+        drop(self.go);
+        let mut said = String::new();
+        let _ = BufReader::new(std::fs::File::from(self.ready)).read_line(&mut said);
+        if said.trim().parse::<i32>() == Ok(self.pid.as_raw()) {
+            return Ok(());
+        }
+        // The pipe closed without a PID: pasta has exited, and says why in its log.
+        let status = nix::sys::wait::waitpid(self.pid, None);
+        let msg: Vec<String> = std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.contains("syslog") && !l.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        Err(if msg.is_empty() {
+            format!(
+                "pasta ended ({status:?}) before it was ready, without a word in its log {}",
+                self.log.display()
+            )
+        } else {
+            msg.join("; ")
+        })
+    }
+}
+
+/// `agent-sandbox __hold …` ([`HoldArgs`]) — runs in the holder process: creates the
+/// namespaces, stages the closure, and in open mode starts pasta and cuts the host off.
 pub fn hold_main(args: &[OsString]) -> i32 {
     let fail = |msg: String| {
         eprintln!("{msg}");
         1
     };
-    let [uid, gid, net, stage_dir, stage_list, stage_view, addrs @ ..] = args else {
-        return fail("usage: __hold UID GID net|- STAGE-DIR|- STAGE-LIST|- VIEW|- ADDR…".into());
+    let a = match HoldArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => return fail(e),
     };
-    let (uid, gid) = (uid.to_string_lossy(), gid.to_string_lossy());
-    let net = net == "net";
-    let stage = (stage_dir != "-").then(|| {
-        (
-            Path::new(stage_dir),
-            Path::new(stage_list),
-            Path::new(stage_view),
-        )
-    });
+    // Forked before unshare: pasta runs in the host's namespaces, as our child.
+    let pasta = match &a.net {
+        Some(spec) => match PastaChild::fork(spec, a.uid == 0) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                return fail(format!(
+                    "{PASTA_FAILED}cannot start {}: {e}",
+                    spec.pasta.display()
+                ));
+            }
+        },
+        None => None,
+    };
     let mut flags = CloneFlags::CLONE_NEWUSER;
-    if net {
+    if pasta.is_some() {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    if stage.is_some() {
+    if a.stage.is_some() {
         flags |= CloneFlags::CLONE_NEWNS;
     }
     if let Err(e) = unshare(flags) {
@@ -409,12 +581,12 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     // Map ourselves to root of the new namespace: the holder configures routes and mounts,
     // and bwrap, entering later, maps the sandbox user back to the caller's uid.
     let maps = write_proc("/proc/self/setgroups", "deny")
-        .and_then(|_| write_proc("/proc/self/uid_map", &format!("0 {uid} 1")))
-        .and_then(|_| write_proc("/proc/self/gid_map", &format!("0 {gid} 1")));
+        .and_then(|_| write_proc("/proc/self/uid_map", &format!("0 {} 1", a.uid)))
+        .and_then(|_| write_proc("/proc/self/gid_map", &format!("0 {} 1", a.gid)));
     if let Err(e) = maps {
         return fail(e);
     }
-    if let Some((dir, list, view)) = stage {
+    if let Some((dir, list, view)) = &a.stage {
         let staged = std::fs::read(list)
             .map_err(|e| format!("cannot read the staging list {}: {e}", list.display()))
             .and_then(|bytes| super::stage::decode_names(&bytes))
@@ -430,65 +602,55 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     let _ = writeln!(out, "{READY}");
     let _ = out.flush();
     let stdin = std::io::stdin();
-    if !net {
+    let Some(pasta) = pasta else {
         // Hold the namespaces until the launcher closes our stdin (or dies).
         let mut rest = String::new();
         while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
             rest.clear();
         }
         return 0;
-    }
+    };
     let mut line = String::new();
-    // Addresses the watcher reports before "go" are blocked together with the snapshot.
-    let mut early: Vec<IpAddr> = Vec::new();
-    let pasta = loop {
+    // Prefixes the watcher reports before "go" are blocked together with the snapshot.
+    let mut block = a.block;
+    loop {
         line.clear();
         if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 {
             return 1;
         }
-        match line.trim().split_once(' ') {
-            Some((GO, pid)) => {
-                break pid
-                    .parse::<i32>()
-                    .ok()
-                    .and_then(|p| pasta_pidfd(p, std::process::id()));
-            }
-            Some(("block", a)) => early.extend(a.parse::<IpAddr>().ok()),
-            _ => return 1,
+        match line.trim() {
+            GO => break,
+            l => match l.strip_prefix("block ").map(str::parse::<Prefix>) {
+                Some(Ok(p)) => block.push(p),
+                _ => return 1,
+            },
         }
-    };
-    let addrs: Vec<IpAddr> = addrs
-        .iter()
-        .filter_map(|a| a.to_str().and_then(|s| s.parse().ok()))
-        .chain(early)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    }
+    if let Err(e) = pasta.start() {
+        let _ = writeln!(out, "{PASTA_FAILED}{e}");
+        return 1;
+    }
     // Straight through rtnetlink, all in one message: `ip -batch` cost ~2 ms (bench/run).
-    if let Err(msg) = super::rtnl::add_unreachable_routes(&addrs, false) {
+    if let Err(msg) = super::rtnl::add_unreachable_routes(&merge_prefixes(block), false) {
         let _ = writeln!(out, "{msg}");
         return 1;
     }
     let _ = writeln!(out, "{OK}");
     let _ = out.flush();
-    // Hold the namespace until the launcher closes our stdin (or dies), then make sure pasta
-    // goes too: the launcher may have been killed before it could stop it.
-    // Meanwhile the launcher reports addresses the host gains (`block ADDR`): cut them off too.
+    // Hold the namespace until the launcher closes our stdin (or dies); pasta ends with us.
+    // Meanwhile the launcher reports prefixes the host gains (`block PREFIX`): cut them off too.
     let mut rest = String::new();
     while stdin.lock().read_line(&mut rest).unwrap_or(0) > 0 {
-        if let Some(addr) = rest
+        if let Some(p) = rest
             .trim()
             .strip_prefix("block ")
-            .and_then(|a| a.parse().ok())
+            .and_then(|p| p.parse::<Prefix>().ok())
         {
             // Already blocked is fine. A failure cannot be reported to anyone from here; the
-            // address simply stays as unreachable as the launch found it.
-            let _ = super::rtnl::add_unreachable_routes(&[addr], true);
+            // prefix simply stays as unreachable as the launch found it.
+            let _ = super::rtnl::add_unreachable_routes(&[p], true);
         }
         rest.clear();
-    }
-    if let Some(fd) = &pasta {
-        pidfd_kill(fd);
     }
     0
 }
@@ -594,19 +756,14 @@ mod tests {
 
     #[test]
     fn pasta_argv_exact() {
-        let a = pasta_args(
-            42,
-            false,
-            Path::new("/s/pasta.log"),
-            Path::new("/s/pasta.pid"),
-            None,
-        );
+        let a = pasta_args(42, false, Path::new("/s/pasta.log"), 7, None);
         let s: Vec<&str> = a.iter().map(|x| x.to_str().unwrap()).collect();
         assert_eq!(
             s,
             [
                 "--config-net",
                 "--quiet",
+                "--foreground",
                 "-t",
                 "none",
                 "-u",
@@ -619,20 +776,14 @@ mod tests {
                 "--log-file",
                 "/s/pasta.log",
                 "--pid",
-                "/s/pasta.pid",
+                "/proc/self/fd/7",
                 "--userns",
                 "/proc/42/ns/user",
                 "--netns",
                 "/proc/42/ns/net"
             ]
         );
-        let r = pasta_args(
-            42,
-            true,
-            Path::new("/l"),
-            Path::new("/p"),
-            Some("169.254.1.53"),
-        );
+        let r = pasta_args(42, true, Path::new("/l"), 3, Some("169.254.1.53"));
         let d = r.iter().position(|x| x == "--dns-forward").unwrap();
         assert_eq!(r[d + 1], "169.254.1.53");
         let i = r.iter().position(|x| x == "--runas").unwrap();
@@ -640,23 +791,117 @@ mod tests {
     }
 
     #[test]
-    fn monitor_lines_announce_new_addresses() {
+    fn hold_args_round_trip() {
+        let open = HoldArgs {
+            uid: 1000,
+            gid: 100,
+            net: Some(PastaSpec {
+                pasta: "/usr/bin/pasta".into(),
+                log: "/s/pasta.log".into(),
+                dns_forward: Some("169.254.1.53".into()),
+            }),
+            stage: None,
+            block: vec![
+                "192.0.2.0/24".parse().unwrap(),
+                "2001:db8::5".parse().unwrap(),
+            ],
+        };
+        let args = open.to_args();
+        let shown: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
-            new_address(
-                "2: eth0    inet 203.0.113.77/32 scope global eth0\\       valid_lft forever"
-            ),
-            Some("203.0.113.77".parse().unwrap())
+            shown,
+            [
+                "1000",
+                "100",
+                "/usr/bin/pasta",
+                "/s/pasta.log",
+                "169.254.1.53",
+                "-",
+                "-",
+                "-",
+                "192.0.2.0/24",
+                "2001:db8::5/128"
+            ]
         );
-        assert_eq!(
-            new_address("3: wlan0    inet6 2001:db8::5/64 scope global dynamic"),
-            Some("2001:db8::5".parse().unwrap())
+        assert_eq!(HoldArgs::parse(&args).unwrap(), open);
+        let staged = HoldArgs {
+            uid: 0,
+            gid: 0,
+            net: None,
+            stage: Some(("/nix/store".into(), "/s/list".into(), "/s/view".into())),
+            block: vec![],
+        };
+        assert_eq!(HoldArgs::parse(&staged.to_args()).unwrap(), staged);
+        let no_dns = HoldArgs {
+            net: Some(PastaSpec {
+                dns_forward: None,
+                ..open.net.clone().unwrap()
+            }),
+            ..open.clone()
+        };
+        assert_eq!(HoldArgs::parse(&no_dns.to_args()).unwrap(), no_dns);
+    }
+
+    #[test]
+    fn hold_args_refuse_what_they_cannot_read() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(
+            HoldArgs::parse(&os(&["1", "2"]))
+                .unwrap_err()
+                .contains("usage: __hold")
         );
-        assert_eq!(
-            new_address("Deleted 2: eth0    inet 203.0.113.77/32 scope global"),
-            None
+        let bad_id = HoldArgs::parse(&os(&["x", "2", "-", "-", "-", "-", "-", "-"]));
+        assert!(bad_id.unwrap_err().contains("\"x\" is not a numeric id"));
+        let bad_prefix = HoldArgs::parse(&os(&["1", "2", "-", "-", "-", "-", "-", "-", "1.2.3/8"]));
+        assert!(
+            bad_prefix
+                .unwrap_err()
+                .contains("\"1.2.3/8\" is not an address prefix")
         );
-        assert_eq!(new_address("1: lo    inet 127.0.0.2/8 scope host lo"), None);
-        assert_eq!(new_address("garbage"), None);
+    }
+
+    #[test]
+    fn holder_failures_name_pasta_or_the_step_that_failed() {
+        match holder_error(
+            "pasta: Failed to open tun socket in namespace",
+            NetnsError::Routes,
+        ) {
+            NetnsError::Pasta(m) => {
+                assert!(m.starts_with("Failed to open tun socket"), "{m}");
+                assert!(m.contains("sudo chmod 666 /dev/net/tun"), "{m}");
+            }
+            e => panic!("{e}"),
+        }
+        match holder_error(
+            "route add unreachable 192.0.2.0/24: File exists",
+            NetnsError::Routes,
+        ) {
+            NetnsError::Routes(m) => {
+                assert_eq!(m, "route add unreachable 192.0.2.0/24: File exists")
+            }
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn merged_prefixes_are_sorted_and_unique() {
+        let p = |s: &str| s.parse::<Prefix>().unwrap();
+        let got = merge_prefixes([p("198.51.100.1"), p("192.0.2.0/24"), p("198.51.100.1/32")]);
+        assert_eq!(got, [p("192.0.2.0/24"), p("198.51.100.1")]);
+    }
+
+    /// The launch path reads the local table as whatever user runs it (the suite runs this as
+    /// root and as an unprivileged user); the host's interface addresses are in it too.
+    #[test]
+    fn host_prefixes_hold_the_interface_addresses_and_no_loopback() {
+        let all = host_prefixes().unwrap();
+        assert!(all.iter().all(|p| !p.addr().is_loopback()), "{all:?}");
+        for a in host_addresses() {
+            assert!(
+                all.iter().any(|p| p.contains(a)),
+                "{a} missing from {all:?}"
+            );
+        }
     }
 
     #[test]

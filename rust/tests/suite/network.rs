@@ -5,7 +5,7 @@
 //! AGENT_SANDBOX_TEST_INET / AGENT_SANDBOX_TEST_HOST_SERVICE). No other address is contacted.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -666,4 +666,126 @@ fn the_local_port_hint_works_when_followed() {
         "{o:?}"
     );
     assert_eq!(srv.hits.load(Ordering::SeqCst), 1);
+}
+
+/// A local route on the host (`ip route add local PREFIX dev lo`: the host takes the whole
+/// prefix as its own), removed on drop, also when the test fails.
+struct HostLocalRoute(&'static str);
+
+impl HostLocalRoute {
+    fn add(prefix: &'static str) -> HostLocalRoute {
+        let added = std::process::Command::new("ip")
+            .args(["route", "add", "local", prefix, "dev", "lo"])
+            .status()
+            .unwrap();
+        assert!(
+            added.success(),
+            "cannot add the local route {prefix} on the host"
+        );
+        HostLocalRoute(prefix)
+    }
+}
+
+impl Drop for HostLocalRoute {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["route", "del", "local", self.0, "dev", "lo"])
+            .status();
+    }
+}
+
+/// The escape is real: from the host, `addr` reaches the server through the local route (the
+/// answer arrives, so the server has counted the hit).
+fn host_reaches(srv: &HostServer, addr: &str) {
+    let to: SocketAddr = format!("{addr}:{}", srv.port).parse().unwrap();
+    let mut s = TcpStream::connect_timeout(&to, std::time::Duration::from_secs(3))
+        .unwrap_or_else(|e| panic!("the host itself cannot reach {to}: {e}"));
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.ends_with("host-secret"), "{to} answered {answer:?}");
+}
+
+/// Regression (issue 9, item 14): open mode blocked only the host's interface addresses; a
+/// prefix its local routing table delivers to itself (`ip route add local 203.0.113.0/25 dev
+/// lo`) reached a service bound to every address. Root only: the test adds host routes.
+#[test]
+fn open_mode_cuts_off_prefixes_of_the_hosts_local_table() {
+    if !is_root() {
+        eprintln!("SKIPPED: adding a route on the host needs root");
+        return;
+    }
+    let srv = host_server_on(TcpListener::bind("[::]:0").unwrap());
+    let _v4 = HostLocalRoute::add("203.0.113.0/25");
+    let _v6 = HostLocalRoute::add("2001:db8:7::/64");
+    host_reaches(&srv, "203.0.113.7");
+    host_reaches(&srv, "[2001:db8:7::7]");
+    let before = srv.hits.load(Ordering::SeqCst);
+    let f = Fixture::new();
+    let port = srv.port;
+    let mut script = format!(
+        "{}; {}",
+        curl(&format!("http://203.0.113.7:{port}/")),
+        curl(&format!("http://[2001:db8:7::7]:{port}/"))
+    );
+    let inet = fake_internet();
+    if let Some((inet, _)) = &inet {
+        script.push_str(&format!("; {}", curl(&format!("http://{inet}/"))));
+    }
+    let out = ok(f.sh(&[], &script));
+    assert!(
+        out.starts_with(" code=000\n code=000\n"),
+        "a prefix of the host's local table was reachable: {out}"
+    );
+    if inet.is_some() {
+        assert!(
+            out.ends_with("fake internet\n code=200\n"),
+            "the internet must work: {out}"
+        );
+    }
+    assert_eq!(srv.hits.load(Ordering::SeqCst), before);
+}
+
+/// Regression (issue 9, item 14): a local route the host gains during the session is cut off
+/// as it appears, like a new address. Root only: the test adds host routes.
+#[test]
+fn open_mode_cuts_off_local_routes_that_appear_later() {
+    if !is_root() {
+        eprintln!("SKIPPED: adding a route on the host needs root");
+        return;
+    }
+    let srv = host_server_on(TcpListener::bind("[::]:0").unwrap());
+    let f = Fixture::new();
+    let port = srv.port;
+    let child = f
+        .sh(
+            &[],
+            &format!(
+                "touch started; while [ ! -e go ]; do sleep 0.05; done; sleep 0.5; {}; {}",
+                curl(&format!("http://203.0.113.200:{port}/")),
+                curl(&format!("http://[2001:db8:8::7]:{port}/"))
+            ),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = eventually(std::time::Duration::from_secs(10), || {
+        f.proj.join("started").exists()
+    });
+    let routes = started.then(|| {
+        (
+            HostLocalRoute::add("203.0.113.128/25"),
+            HostLocalRoute::add("2001:db8:8::/64"),
+        )
+    });
+    std::fs::write(f.proj.join("go"), "").unwrap();
+    let out = String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned();
+    assert!(started, "the sandbox never started: {out}");
+    host_reaches(&srv, "203.0.113.200");
+    host_reaches(&srv, "[2001:db8:8::7]");
+    drop(routes);
+    assert_eq!(
+        out, " code=000\n code=000\n",
+        "a local route added during the session was reachable"
+    );
 }

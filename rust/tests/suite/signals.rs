@@ -356,3 +356,58 @@ fn kill_zero_inside_does_not_reach_the_calling_script() {
     let o = run(c);
     assert_eq!(o.stdout, "still-alive\nsibling-alive\n", "{o:?}");
 }
+
+/// The pasta serving the sandbox of fixture `f` (found by its log file in the session dir).
+fn pastas_of(f: &Fixture) -> Vec<(i32, String)> {
+    let state = f.state.to_string_lossy().into_owned();
+    processes_with(&state)
+        .into_iter()
+        .filter(|(_, argv)| argv.contains("pasta.log") && !argv.contains("__hold"))
+        .collect()
+}
+
+/// Regression (issue 9, item 16): pasta daemonised away from the launcher, and a launcher
+/// killed with SIGKILL left it running forever (the holder died before it could stop it).
+/// Killing the launcher, or the holder alone, must end it.
+#[test]
+fn sigkill_of_the_launcher_or_the_holder_ends_pasta() {
+    for victim in ["launcher", "holder"] {
+        let f = Fixture::new();
+        let marker = unique_marker();
+        let mut c = f.cmd();
+        c.args(["run", "--", "sleep", &marker]);
+        let mut r = spawn(c);
+        let sleep_argv = format!("sleep {marker}");
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                processes_with(&marker)
+                    .iter()
+                    .any(|(_, a)| *a == sleep_argv)
+            }),
+            "the sandboxed sleep never started: {:?}",
+            processes_with(&marker)
+        );
+        assert_eq!(pastas_of(&f).len(), 1, "{:?}", pastas_of(&f));
+        let state = f.state.to_string_lossy().into_owned();
+        let target = match victim {
+            "launcher" => r.pid(),
+            _ => {
+                let holders: Vec<i32> = processes_with(&state)
+                    .into_iter()
+                    .filter(|(_, a)| a.contains("__hold"))
+                    .map(|(p, _)| p)
+                    .collect();
+                assert_eq!(holders.len(), 1, "{holders:?}");
+                Pid::from_raw(holders[0])
+            }
+        };
+        kill(target, Signal::SIGKILL).unwrap();
+        assert!(
+            eventually(Duration::from_secs(3), || pastas_of(&f).is_empty()),
+            "pasta still runs 3 s after the {victim} was killed: {:?}",
+            pastas_of(&f)
+        );
+        let _ = kill(r.pid(), Signal::SIGKILL);
+        r.child.wait().unwrap();
+    }
+}
