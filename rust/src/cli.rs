@@ -127,6 +127,9 @@ pub fn main() -> i32 {
         Some("__enter") => return crate::linux::netns::enter_main(&args[2..]),
         _ => {}
     }
+    if args.get(1).is_some_and(|a| a == "__sweep") {
+        return crate::quarantine::sentinel_main(&args[2..]);
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -523,7 +526,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     // The logs and the rotation of old sessions are written while bwrap sets the sandbox up:
     // nothing inside reads them, and they would otherwise add to every start.
-    let mut after_spawn = || {
+    let mut after_spawn = |_bwrap: u32| {
         if let Err(e) = write_launch_logs(&dir, &plan, staging.as_ref(), &bwrap, &argv) {
             eprintln!("agent-sandbox: warning: {}", one_line(&e));
         }
@@ -631,7 +634,7 @@ fn launch(
     bwrap: &Path,
     argv: &[OsString],
     held: &[OwnedFd],
-    after_spawn: &mut dyn FnMut(),
+    after_spawn: &mut dyn FnMut(u32),
 ) -> anyhow::Result<i32> {
     use crate::linux::netns;
     use crate::linux::supervise::{Outcome, supervise};
@@ -665,7 +668,19 @@ fn launch(
         .map(|(h, exe, opts)| netns::enter_prefix(exe, h.pid(), opts))
         .unwrap_or_default();
     let inherit: Vec<_> = held.iter().map(|fd| fd.as_fd()).collect();
-    let outcome = supervise(&prefix, bwrap, argv, &inherit, Some(&plan.env), after_spawn)?;
+    let (spec, mut sentinel) = start_sentinel(&writable, session_dir)?;
+    let mut spawned = |bwrap: u32| {
+        sentinel.sandbox_started(bwrap);
+        after_spawn(bwrap);
+    };
+    let outcome = supervise(
+        &prefix,
+        bwrap,
+        argv,
+        &inherit,
+        Some(&plan.env),
+        &mut spawned,
+    )?;
     drop(holder);
     if let Some(p) = proxy {
         let summary = p.shutdown().render();
@@ -676,6 +691,8 @@ fn launch(
             }
         }
     }
+    eprint!("{}", crate::quarantine::sweep(&spec).render());
+    sentinel.finish();
     match outcome {
         Outcome::Exited(code) => Ok(code),
         Outcome::SetupFailed { bwrap_status } => {
@@ -695,9 +712,22 @@ fn launch(
     _bwrap: &Path,
     _argv: &[OsString],
     _held: &[OwnedFd],
-    _after_spawn: &mut dyn FnMut(),
+    _after_spawn: &mut dyn FnMut(u32),
 ) -> anyhow::Result<i32> {
     bail!("this build cannot launch sandboxes on this OS yet")
+}
+
+/// The exit sweep's spec (the session starts now) and its sentinel, which sweeps if this
+/// process dies before it does (see `quarantine`).
+fn start_sentinel(
+    writable: &[PathBuf],
+    session_dir: &Path,
+) -> anyhow::Result<(crate::quarantine::SweepSpec, crate::quarantine::Sentinel)> {
+    let exe = std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
+    // Fail closed: without the sentinel a killed launcher would leave the agent's git
+    // redirections and hooks for host git to obey.
+    crate::quarantine::Sentinel::start(&exe, session_dir, writable.to_vec())
+        .context("cannot start the exit sweep's sentinel process")
 }
 
 /// macOS: the Seatbelt profile through /usr/bin/sandbox-exec. Compiled on every OS (so it is
@@ -794,7 +824,9 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
             Ok(())
         });
     }
+    let (spec, mut sentinel) = start_sentinel(&plan.writable_sources(), &dir)?;
     let mut child = cmd.spawn().context("cannot run /usr/bin/sandbox-exec")?;
+    sentinel.sandbox_started(child.id());
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     std::thread::spawn(move || {
         while let Ok(sig) = forwarded.wait() {
@@ -808,6 +840,8 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
             eprint!("{summary}");
         }
     }
+    eprint!("{}", crate::quarantine::sweep(&spec).render());
+    sentinel.finish();
     let _ = std::fs::remove_dir_all(dir.join("home"));
     let _ = std::fs::remove_dir_all(dir.join("tmp"));
     Ok(match (status.code(), status.signal()) {

@@ -1223,6 +1223,86 @@ impl Scan {
     }
 }
 
+/// Whether git on the host would run a program because of this entry, or read further config
+/// or hooks from a place it names (`include.path`, `core.hooksPath`). What the exit sweep
+/// strips from config files written during a session (`quarantine`).
+pub(crate) fn host_executes(entry: &Entry) -> bool {
+    let value = entry.value.as_deref().unwrap_or(b"");
+    let sub = entry.subsection.is_some();
+    match (entry.section.as_str(), entry.key.as_str()) {
+        // `core.fsmonitor = true` is git's own daemon; anything else is a command.
+        ("core", "fsmonitor") | ("pager", _) => !sub && !is_bool(value),
+        ("core", "hookspath" | "sshcommand" | "editor" | "pager" | "askpass")
+        | ("core", "alternaterefscommand" | "gitproxy")
+        | ("sequence", "editor")
+        | ("diff", "external")
+        | ("interactive", "difffilter")
+        | ("include", "path") => !sub,
+        ("gpg", "program") => true,
+        ("includeif", "path")
+        | ("diff", "command" | "textconv")
+        | ("merge", "driver")
+        | ("filter", _)
+        | ("difftool" | "mergetool", "cmd" | "path")
+        | ("browser" | "man", "cmd" | "path")
+        | ("remote", "uploadpack" | "receivepack" | "vcs") => sub,
+        // `protocol.ext.allow` lets `ext::` remote URLs run commands.
+        ("protocol", "allow") => entry.subsection.as_deref() == Some(b"ext"),
+        ("submodule", "update") => sub && value.starts_with(b"!"),
+        // Other helper values are `git credential-<name>`, not a path.
+        ("credential", "helper") => value.starts_with(b"!") || value.starts_with(b"/"),
+        ("alias", _) => value.starts_with(b"!"),
+        _ => false,
+    }
+}
+
+/// A config file's entries, for the exit sweep; `Err` names the line git would reject too.
+pub(crate) fn parse_config_entries(src: &[u8]) -> std::result::Result<Vec<Entry>, String> {
+    parse_config(src).map_err(|(line, reason)| format!("line {line}: {reason}"))
+}
+
+/// `entries` written back as a config file git reads to the same values (subsections and
+/// values quoted, so nothing depends on the original's spelling).
+pub(crate) fn render_config(entries: &[Entry]) -> Vec<u8> {
+    fn quoted(bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![b'"'];
+        for &b in bytes {
+            match b {
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                _ => out.push(b),
+            }
+        }
+        out.push(b'"');
+        out
+    }
+    let mut out = Vec::new();
+    let mut current: Option<(&str, Option<&[u8]>)> = None;
+    for e in entries {
+        let here = (e.section.as_str(), e.subsection.as_deref());
+        if current != Some(here) {
+            out.push(b'[');
+            out.extend_from_slice(e.section.as_bytes());
+            if let Some(sub) = &e.subsection {
+                out.push(b' ');
+                out.extend(quoted(sub));
+            }
+            out.extend_from_slice(b"]\n");
+            current = Some(here);
+        }
+        out.push(b'\t');
+        out.extend_from_slice(e.key.as_bytes());
+        if let Some(v) = &e.value {
+            out.extend_from_slice(b" = ");
+            out.extend(quoted(v));
+        }
+        out.push(b'\n');
+    }
+    out
+}
+
 /// The path a program-valued config key runs, when its first word is a path.
 fn program_path<'a>(entry: &Entry, value: &'a [u8]) -> Option<&'a [u8]> {
     let sub = entry.subsection.is_some();
@@ -1384,7 +1464,7 @@ fn read_config(path: &Path) -> Result<Option<Vec<Entry>>> {
 
 /// One `key = value` of a git config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
+pub(crate) struct Entry {
     /// Lowercase.
     section: String,
     /// Case-sensitive for `[section "sub"]`, lowercase for the legacy `[section.sub]`.
@@ -1401,7 +1481,7 @@ impl Entry {
         self.subsection.is_none() && self.section == section && self.key == key
     }
 
-    fn display_name(&self) -> String {
+    pub(crate) fn display_name(&self) -> String {
         match &self.subsection {
             Some(sub) => format!(
                 "{}.{}.{}",

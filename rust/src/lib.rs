@@ -11,6 +11,7 @@ pub mod macos;
 pub mod nixstore;
 pub mod plan;
 pub mod proxy;
+pub mod quarantine;
 pub mod report;
 pub mod session;
 pub mod spec;

@@ -231,10 +231,12 @@ impl Plan {
     pub fn writable_sources(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         for m in &self.mounts {
-            if let Mount::Bind { src, .. } = m {
-                if !out.iter().any(|w| src.starts_with(w)) {
-                    out.push(src.clone());
-                }
+            let src = match m {
+                Mount::Bind { src, .. } | Mount::BindFd { src, rw: true, .. } => src,
+                _ => continue,
+            };
+            if !out.iter().any(|w| src.starts_with(w)) {
+                out.push(src.clone());
             }
         }
         out

@@ -114,7 +114,7 @@ pub fn block_forwarded_signals() -> Result<()> {
 /// `env`: when given, bwrap (and the prefix) run with exactly this environment, which bwrap
 /// hands to the sandbox unchanged; the values never appear on a command line.
 ///
-/// `after_spawn` runs once bwrap has started, while it sets the sandbox up: work that need not
+/// `after_spawn` runs once bwrap has started (with its PID), while it sets the sandbox up: work that need not
 /// delay the start (logs, cleanup) goes there. Signals that arrive meanwhile wait in the queue.
 pub fn supervise(
     prefix: &[OsString],
@@ -122,7 +122,7 @@ pub fn supervise(
     args: &[OsString],
     inherit: &[BorrowedFd<'_>],
     env: Option<&std::collections::BTreeMap<String, String>>,
-    after_spawn: &mut dyn FnMut(),
+    after_spawn: &mut dyn FnMut(u32),
 ) -> Result<Outcome> {
     let mask = forwarded_signals();
     let ignored: Vec<Signal> = mask.iter().filter(|&s| is_ignored(s)).collect();
@@ -173,7 +173,7 @@ pub fn supervise(
     })?;
     // Our copy must go, or the pipe would never reach end-of-file.
     drop(status_write);
-    after_spawn();
+    after_spawn(child.id());
 
     match monitor(&mut child, &signals, status_read, &ignored) {
         Ok(outcome) => Ok(outcome),
@@ -485,7 +485,7 @@ mod tests {
             return;
         }
         let args = sandbox(&[], &["sh", "-c", "exit 5"]);
-        let outcome = supervise(&[], Path::new("bwrap"), &args, &[], None, &mut || {}).unwrap();
+        let outcome = supervise(&[], Path::new("bwrap"), &args, &[], None, &mut |_| {}).unwrap();
         assert_eq!(outcome, Outcome::Exited(5));
     }
 
@@ -508,7 +508,7 @@ mod tests {
                     &args,
                     &[],
                     None,
-                    &mut || {},
+                    &mut |_| {},
                 ))
             } else {
                 100
@@ -526,7 +526,7 @@ mod tests {
             &[],
             &[],
             None,
-            &mut || {},
+            &mut |_| {},
         )
         .unwrap_err();
         assert!(err.to_string().contains("cannot start bubblewrap"), "{err}");
@@ -552,7 +552,7 @@ mod tests {
             &args,
             &[file.as_fd()],
             None,
-            &mut || {},
+            &mut |_| {},
         )
         .unwrap();
         assert_eq!(outcome, Outcome::Exited(0));
@@ -594,7 +594,7 @@ mod tests {
                 &args,
                 &[],
                 None,
-                &mut || {},
+                &mut |_| {},
             ))
         });
         wait_for_file(&ready);

@@ -12,7 +12,7 @@ use crate::common::*;
 
 /// Host-side `git -C dir ARGS…` as the user would run it: no system config, the fixture's `$HOME`
 /// (so no global config either), a fixed identity. Panics on failure; returns stdout.
-fn git(f: &Fixture, dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(f: &Fixture, dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .env_clear()
         .env(
@@ -45,7 +45,7 @@ fn git(f: &Fixture, dir: &Path, args: &[&str]) -> String {
 }
 
 /// A repository at `dir` with one commit holding `README`.
-fn init_repo(f: &Fixture, dir: &Path) {
+pub(crate) fn init_repo(f: &Fixture, dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     git(f, dir, &["init", "-q"]);
     std::fs::write(dir.join("README"), "hello\n").unwrap();
@@ -73,7 +73,7 @@ const IDENTITY: [&str; 8] = [
 ];
 
 /// The sandbox flags every test here uses: no network needed, and an identity.
-fn flags<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn flags<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec!["--no-network"];
     v.extend(IDENTITY);
     v.extend(extra);

@@ -171,12 +171,18 @@ fn signal_reaches_the_command_while_the_launcher_lags(signal: Signal, name: &str
         let launcher = r.pid();
         let children = format!("/proc/{launcher}/task/{launcher}/children");
         // A tight spin, not `eventually`: bwrap reports PID 1 within milliseconds of its fork.
+        // (The launcher's first child is the exit sweep's sentinel; bwrap comes next.)
+        let has_bwrap = || {
+            std::fs::read_to_string(&children)
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "bwrap")
+                })
+        };
         let deadline = Instant::now() + Duration::from_secs(5);
-        while std::fs::read_to_string(&children)
-            .unwrap_or_default()
-            .trim()
-            .is_empty()
-        {
+        while !has_bwrap() {
             assert!(
                 Instant::now() < deadline,
                 "the launcher never started bwrap"

@@ -1,0 +1,518 @@
+//! The exit sweep: after every session, nothing the agent left in the writable paths may make
+//! host programs run code or follow a redirection the agent wrote.
+//!
+//! What it looks for, under every path the sandbox could write (the launch directory, the git
+//! directories, declared read-write directories):
+//! * `commondir` files where git never writes one (anywhere but `<common>/worktrees/<name>`,
+//!   or there naming another directory than `<common>`), and `gitdir` files outside
+//!   `<common>/worktrees/<name>`: git on the host would take config and hooks from wherever
+//!   they point (`echo evil > .git/commondir`). Always quarantined, whenever written.
+//! * In every git directory (`.git` dirs, bare repositories, `.git/modules/**`,
+//!   `.git/worktrees/*`, the targets of `.git` files) whose `config` or `config.worktree` was
+//!   written during the session: entries that make git run a program or read config or hooks
+//!   from elsewhere ([`crate::git::host_executes`]). The file is moved aside and rewritten
+//!   without them. Executable hooks written during the session are moved aside.
+//! * Files with the setuid or setgid bit written during the session (the seccomp filter
+//!   stops the calls that set it; this catches whatever it missed): the bits are cleared.
+//!
+//! "Written during the session" is the inode's change time (ctime) at or after the session's
+//! start: nothing inside can set it back (`utimes` sets only atime and mtime), and renames and
+//! hard links update it too. Files the user changed before the launch are left alone.
+//!
+//! The launcher runs the sweep when the sandbox has exited; a sentinel process (started
+//! before the sandbox, in a session of its own) runs it if the launcher dies first (SIGKILL).
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a quarantined file is renamed to: `NAME.agent-sandbox-quarantine` (then `…-2`, …).
+pub const SUFFIX: &str = ".agent-sandbox-quarantine";
+/// The sweep's budget: directory entries looked at. A tree larger than this is reported as
+/// not fully swept rather than delaying the exit without bound.
+pub const MAX_ENTRIES: usize = 500_000;
+/// The sweep file in the session directory, read by the sentinel.
+pub const SPEC_FILE: &str = "sweep.json";
+
+/// What to sweep; written to the session directory for the sentinel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepSpec {
+    /// Canonical host paths the sandbox could write.
+    pub roots: Vec<PathBuf>,
+    /// The session's start, as nanoseconds since the epoch: ctimes after it count as written
+    /// during the session. Read from a file's ctime, so it comes from the clock the kernel
+    /// stamps ctimes with (which lags `SystemTime::now` by up to a tick).
+    pub since_nanos: u128,
+}
+
+/// The file whose change time marks the session's start (in the session directory).
+pub const START_FILE: &str = "sweep.start";
+
+/// One thing the sweep found and what it did about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub path: PathBuf,
+    pub found: String,
+    pub done: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}; {}", self.path.display(), self.found, self.done)
+    }
+}
+
+/// The sweep's result.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    /// Set when the budget ran out or a directory could not be read: what was not swept.
+    pub incomplete: Vec<String>,
+}
+
+impl Report {
+    /// The lines printed to the user (`agent-sandbox: …`), empty when there is nothing to say.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for f in &self.findings {
+            s.push_str(&format!("agent-sandbox: quarantine: {f}\n"));
+        }
+        if !self.findings.is_empty() {
+            s.push_str("agent-sandbox: the agent wrote the files above; host programs would have run what they name. Check them before you restore anything.\n");
+        }
+        for i in &self.incomplete {
+            s.push_str(&format!("agent-sandbox: warning: the exit sweep {i}\n"));
+        }
+        s
+    }
+}
+
+/// Sweeps `spec.roots`; see the module docs.
+pub fn sweep(spec: &SweepSpec) -> Report {
+    let mut s = Sweeper {
+        since: spec.since_nanos,
+        seen: 0,
+        report: Report::default(),
+        visited: std::collections::BTreeSet::new(),
+    };
+    for root in &spec.roots {
+        s.walk(root);
+    }
+    // Directory order is the filesystem's; the report is in path order.
+    s.report.findings.sort_by(|a, b| a.path.cmp(&b.path));
+    s.report
+}
+
+struct Sweeper {
+    since: u128,
+    seen: usize,
+    report: Report,
+    /// Git directories already checked (a `.git` file and the walk can both lead to one).
+    visited: std::collections::BTreeSet<PathBuf>,
+}
+
+fn ctime_nanos(m: &fs::Metadata) -> u128 {
+    (m.ctime().max(0) as u128) * 1_000_000_000 + m.ctime_nsec().max(0) as u128
+}
+
+/// A git directory: `HEAD` and `objects/` (a full one), or `HEAD` and `commondir` (a linked
+/// worktree's).
+fn is_git_dir(dir: &Path) -> bool {
+    let file = |n: &str| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
+    let subdir = |n: &str| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir());
+    file("HEAD") && (subdir("objects") || file("commondir"))
+}
+
+impl Sweeper {
+    fn written(&self, m: &fs::Metadata) -> bool {
+        ctime_nanos(m) > self.since
+    }
+
+    fn walk(&mut self, root: &Path) {
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            if self.seen >= MAX_ENTRIES {
+                self.report.incomplete.push(format!(
+                    "stopped after {MAX_ENTRIES} entries; not swept: {} and what follows it",
+                    dir.display()
+                ));
+                return;
+            }
+            if is_git_dir(&dir) {
+                self.git_dir(&dir);
+                // Inside a git dir only these hold further git dirs; objects/ is left alone.
+                stack.extend(["modules", "worktrees"].map(|n| dir.join(n)));
+                continue;
+            }
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                self.seen += 1;
+                let path = entry.path();
+                // Links are not followed: what they lead to outside the roots is not ours.
+                let Ok(m) = fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if m.is_dir() {
+                    stack.push(path);
+                } else if m.is_file() {
+                    if entry.file_name() == ".git" {
+                        self.dot_git_file(&path);
+                    }
+                    self.set_id_bits(&path, &m);
+                }
+            }
+        }
+    }
+
+    /// A `.git` file: the git dir it names is checked too, wherever it lies inside a root
+    /// (the walk may not reach it: `gitdir: ../../elsewhere`).
+    fn dot_git_file(&mut self, path: &Path) {
+        let Ok(raw) = read_small(path) else { return };
+        let text = String::from_utf8_lossy(&raw);
+        let Some(target) = text.trim_end().strip_prefix("gitdir: ") else {
+            return;
+        };
+        let base = path.parent().unwrap_or(Path::new("/"));
+        if let Ok(gitdir) = fs::canonicalize(base.join(target)) {
+            if is_git_dir(&gitdir) {
+                self.git_dir(&gitdir);
+            }
+        }
+    }
+
+    fn git_dir(&mut self, dir: &Path) {
+        let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        if !self.visited.insert(key) {
+            return;
+        }
+        self.pointers(dir);
+        for name in ["config", "config.worktree"] {
+            self.config(&dir.join(name));
+        }
+        self.hooks(&dir.join("hooks"));
+    }
+
+    /// Stray `commondir` / `gitdir` files (see the module docs).
+    fn pointers(&mut self, dir: &Path) {
+        let in_worktrees = dir
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == "worktrees");
+        let commondir = dir.join("commondir");
+        if fs::symlink_metadata(&commondir).is_ok() {
+            let common = dir.parent().and_then(Path::parent);
+            let names_common = read_small(&commondir).ok().is_some_and(|raw| {
+                let named = dir.join(String::from_utf8_lossy(&raw).trim_end());
+                let named = fs::canonicalize(named).ok();
+                named.is_some() && named == common.and_then(|c| fs::canonicalize(c).ok())
+            });
+            if !(in_worktrees && names_common) {
+                let why = if in_worktrees {
+                    "a commondir naming another git directory than the one holding it"
+                } else {
+                    "a commondir where git never writes one"
+                };
+                self.quarantine(
+                    &commondir,
+                    format!(
+                        "{why} (git on the host would take config and hooks from where it points)"
+                    ),
+                );
+            }
+        }
+        let gitdir = dir.join("gitdir");
+        if !in_worktrees && fs::symlink_metadata(&gitdir).is_ok() {
+            self.quarantine(&gitdir, "a gitdir file where git never writes one".into());
+        }
+    }
+
+    fn config(&mut self, path: &Path) {
+        let Ok(m) = fs::symlink_metadata(path) else {
+            return;
+        };
+        if !self.written(&m) {
+            return;
+        }
+        if !m.is_file() {
+            self.quarantine(path, "git config that is not a regular file".into());
+            return;
+        }
+        let Ok(raw) = fs::read(path) else { return };
+        let entries = match crate::git::parse_config_entries(&raw) {
+            Ok(e) => e,
+            Err(line) => {
+                // Fail closed: what we cannot read, git might still obey in part.
+                self.quarantine(path, format!("git config git would reject ({line})"));
+                return;
+            }
+        };
+        let (bad, good): (Vec<_>, Vec<_>) =
+            entries.into_iter().partition(crate::git::host_executes);
+        if bad.is_empty() {
+            return;
+        }
+        let mut names: Vec<String> = bad.iter().map(|e| e.display_name()).collect();
+        names.dedup();
+        let aside = match move_aside(path) {
+            Ok(p) => p,
+            Err(e) => {
+                self.failed(path, &names, e);
+                return;
+            }
+        };
+        let mut text = format!(
+            "# agent-sandbox removed what would run programs on your host: {}\n# The file as the agent left it: {}\n",
+            names.join(", "),
+            aside.display()
+        )
+        .into_bytes();
+        text.extend(crate::git::render_config(&good));
+        let done = match write_new(path, &text) {
+            Ok(()) => format!("moved to {} and rewritten without them", aside.display()),
+            Err(e) => format!("moved to {} (rewriting it failed: {e})", aside.display()),
+        };
+        self.report.findings.push(Finding {
+            path: path.to_path_buf(),
+            found: format!(
+                "written during the session, sets {} (git on your host would run a program or read config or hooks from elsewhere)",
+                names.join(", ")
+            ),
+            done,
+        });
+    }
+
+    fn hooks(&mut self, dir: &Path) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let mut hooks: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        hooks.sort();
+        for path in hooks {
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let runnable = m.file_type().is_symlink() || m.permissions().mode() & 0o111 != 0;
+            if runnable && self.written(&m) && !name.ends_with(".sample") && !name.contains(SUFFIX)
+            {
+                self.quarantine(
+                    &path,
+                    "an executable git hook written during the session".into(),
+                );
+            }
+        }
+    }
+
+    fn set_id_bits(&mut self, path: &Path, m: &fs::Metadata) {
+        let mode = m.permissions().mode();
+        if mode & 0o6000 == 0 || !self.written(m) {
+            return;
+        }
+        let cleared = fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o1777));
+        self.report.findings.push(Finding {
+            path: path.to_path_buf(),
+            found: format!(
+                "written during the session with mode {:o} (setuid/setgid)",
+                mode & 0o7777
+            ),
+            done: match cleared {
+                Ok(()) => format!("the bits are cleared (mode now {:o})", mode & 0o1777),
+                Err(e) => format!("clearing the bits failed: {e}; remove the file"),
+            },
+        });
+    }
+
+    fn quarantine(&mut self, path: &Path, found: String) {
+        let done = match move_aside(path) {
+            Ok(to) => format!("moved to {}", to.display()),
+            Err(e) => format!("moving it aside failed: {e}; remove it before you run git here"),
+        };
+        self.report.findings.push(Finding {
+            path: path.to_path_buf(),
+            found,
+            done,
+        });
+    }
+
+    fn failed(&mut self, path: &Path, names: &[String], e: io::Error) {
+        self.report.findings.push(Finding {
+            path: path.to_path_buf(),
+            found: format!("written during the session, sets {}", names.join(", ")),
+            done: format!(
+                "moving it aside failed: {e}; remove those entries before you run git here"
+            ),
+        });
+    }
+}
+
+fn read_small(path: &Path) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    fs::File::open(path)?.take(4096).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Renames `path` to the first free `path.agent-sandbox-quarantine[-N]`.
+fn move_aside(path: &Path) -> io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    for n in 1..1000 {
+        let suffix = if n == 1 {
+            SUFFIX.to_string()
+        } else {
+            format!("{SUFFIX}-{n}")
+        };
+        let to = path.with_file_name(format!("{name}{suffix}"));
+        if fs::symlink_metadata(&to).is_err() {
+            fs::rename(path, &to)?;
+            return Ok(to);
+        }
+    }
+    Err(io::Error::other("too many quarantined copies already"))
+}
+
+fn write_new(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(path)?;
+    f.write_all(contents)
+}
+
+/// The sentinel: `agent-sandbox __sweep SESSION_DIR`, started by the launcher before the
+/// sandbox with a pipe on stdin. The launcher writes `pid PID` once the sandbox (bwrap, or sandbox-exec) runs
+/// and `done` after its own sweep. End of file without `done` means the launcher died: wait
+/// for that process (and so the sandbox) to be gone, then sweep and say what was found on
+/// stderr.
+pub fn sentinel_main(args: &[std::ffi::OsString]) -> i32 {
+    let Some(dir) = args.first().map(PathBuf::from) else {
+        eprintln!("agent-sandbox: error: __sweep needs the session directory");
+        return 125;
+    };
+    let mut sandbox: Option<i32> = None;
+    let mut line = String::new();
+    let stdin = io::stdin();
+    loop {
+        line.clear();
+        match io::BufRead::read_line(&mut stdin.lock(), &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        match line.trim().split_once(' ') {
+            Some(("pid", pid)) => sandbox = pid.parse().ok(),
+            _ if line.trim() == "done" => return 0,
+            _ => {}
+        }
+    }
+    if let Some(pid) = sandbox {
+        wait_gone(pid, Duration::from_secs(10));
+    }
+    let spec: SweepSpec = match fs::read(dir.join(SPEC_FILE))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "agent-sandbox: warning: the launcher died and the exit sweep cannot read {}: {e}; check the project's git directories for commondir files and config that runs programs",
+                dir.join(SPEC_FILE).display()
+            );
+            return 1;
+        }
+    };
+    eprint!("{}", sweep(&spec).render());
+    0
+}
+
+/// Waits until process `pid` has exited (pidfd), at most `limit`.
+fn wait_gone(pid: i32, limit: Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain syscall; the descriptor is closed below.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+        if fd >= 0 {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe {
+                libc::poll(&mut p, 1, limit.as_millis() as i32);
+                libc::close(fd);
+            }
+        }
+    }
+    // The sandbox's own processes die with bwrap's (SIGKILL, parent first); give the kernel
+    // a moment to finish killing the PID namespace.
+    let _ = (pid, limit);
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// The launcher's handle on its sentinel.
+pub struct Sentinel {
+    child: std::process::Child,
+}
+
+impl Sentinel {
+    /// Marks the session's start (now, just before the sandbox starts), writes the spec for
+    /// `roots` into `session_dir` and starts `exe __sweep session_dir` in a session of its
+    /// own (a terminal's Ctrl-C or hangup must not take it down with the launcher), stdout on
+    /// /dev/null so `$(…)` callers are not held up by it.
+    pub fn start(
+        exe: &Path,
+        session_dir: &Path,
+        roots: Vec<PathBuf>,
+    ) -> io::Result<(SweepSpec, Sentinel)> {
+        use std::os::unix::process::CommandExt;
+        let mark =
+            crate::session::write_file(session_dir, START_FILE, b"").map_err(io::Error::other)?;
+        let spec = SweepSpec {
+            roots,
+            since_nanos: ctime_nanos(&fs::metadata(mark)?),
+        };
+        let json = serde_json::to_vec(&spec).map_err(io::Error::other)?;
+        crate::session::write_file(session_dir, SPEC_FILE, &json).map_err(io::Error::other)?;
+        let mut c = std::process::Command::new(exe);
+        c.arg("__sweep")
+            .arg(session_dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null());
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        Ok((spec, Sentinel { child: c.spawn()? }))
+    }
+
+    pub fn sandbox_started(&mut self, pid: u32) {
+        if let Some(stdin) = self.child.stdin.as_mut() {
+            let _ = writeln!(stdin, "pid {pid}");
+        }
+    }
+
+    /// The launcher swept itself: the sentinel exits without doing anything.
+    pub fn finish(mut self) {
+        if let Some(mut stdin) = self.child.stdin.take() {
+            let _ = writeln!(stdin, "done");
+        }
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+#[path = "quarantine_tests.rs"]
+mod tests;

@@ -1,0 +1,236 @@
+use super::*;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+struct Fx {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+fn fx() -> Fx {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    Fx { _tmp: tmp, root }
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new("git");
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("GIT_") {
+            c.env_remove(k);
+        }
+    }
+    c.current_dir(dir)
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A spec whose session started `ago` before now (negative: in the future).
+fn spec(roots: &[&Path], since_from_now_secs: i64) -> SweepSpec {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128;
+    SweepSpec {
+        roots: roots.iter().map(|p| p.to_path_buf()).collect(),
+        since_nanos: (now - since_from_now_secs as i128 * 1_000_000_000) as u128,
+    }
+}
+
+#[test]
+fn a_stray_commondir_is_quarantined_whenever_written() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    fs::create_dir_all(repo.join(".git/evc")).unwrap();
+    fs::write(repo.join(".git/commondir"), "evc\n").unwrap();
+    // Even a session "starting in an hour" quarantines it: git never writes one there.
+    let r = sweep(&spec(&[&repo], -3600));
+    assert_eq!(
+        r.findings,
+        [Finding {
+            path: repo.join(".git/commondir"),
+            found: "a commondir where git never writes one (git on the host would take config and hooks from where it points)".into(),
+            done: format!("moved to {}", repo.join(".git/commondir.agent-sandbox-quarantine").display()),
+        }]
+    );
+    assert!(!repo.join(".git/commondir").exists());
+    assert!(git(&repo, &["status"]).status.success());
+}
+
+#[test]
+fn worktree_commondirs_must_name_their_common_dir() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+    );
+    git(&repo, &["worktree", "add", "-q", "../wt"]);
+    let good = repo.join(".git/worktrees/wt/commondir");
+    assert!(good.exists());
+    let evil = repo.join(".git/worktrees/evil");
+    fs::create_dir_all(&evil).unwrap();
+    fs::write(evil.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    fs::write(evil.join("commondir"), "../../evc\n").unwrap();
+    fs::create_dir_all(repo.join(".git/evc")).unwrap();
+    let r = sweep(&spec(&[&repo], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [evil.join("commondir").as_path()], "{r:?}");
+    assert!(
+        r.findings[0]
+            .found
+            .starts_with("a commondir naming another git directory")
+    );
+    assert!(good.exists());
+}
+
+#[test]
+fn config_written_during_the_session_loses_what_runs_programs() {
+    let f = fx();
+    let vendor = f.root.join("p/vendor");
+    fs::create_dir_all(&vendor).unwrap();
+    git(&vendor, &["init", "-q"]);
+    let marker = f.root.join("pwned");
+    for (k, v) in [
+        (
+            "core.fsmonitor",
+            format!("touch {}; false", marker.display()),
+        ),
+        ("remote.origin.url", "https://example.invalid/r.git".into()),
+        ("alias.st", "!touch /tmp/x".into()),
+        ("alias.co", "checkout".into()),
+        ("filter.lfs.clean", "evil %f".into()),
+        ("include.path", "/tmp/evil.cfg".into()),
+        ("user.name", "a \"quoted\\ name\"\twith tab".into()),
+    ] {
+        assert!(git(&vendor, &["config", k, &v]).status.success());
+    }
+    let r = sweep(&spec(&[&f.root.join("p")], 60));
+    let config = vendor.join(".git/config");
+    let aside = vendor.join(".git/config.agent-sandbox-quarantine");
+    assert_eq!(r.findings.len(), 1, "{r:?}");
+    assert_eq!(
+        r.findings[0].to_string(),
+        format!(
+            "{}: written during the session, sets core.fsmonitor, alias.st, filter.lfs.clean, include.path (git on your host would run a program or read config or hooks from elsewhere); moved to {} and rewritten without them",
+            config.display(),
+            aside.display()
+        )
+    );
+    assert!(aside.exists());
+    // git reads the rewritten file to the same safe values, and runs nothing.
+    let list = String::from_utf8(git(&vendor, &["config", "--list", "--local"]).stdout).unwrap();
+    assert!(
+        list.contains("remote.origin.url=https://example.invalid/r.git"),
+        "{list}"
+    );
+    assert!(list.contains("alias.co=checkout"), "{list}");
+    assert!(
+        list.contains("user.name=a \"quoted\\ name\"\twith tab"),
+        "{list}"
+    );
+    assert!(
+        !list.contains("fsmonitor") && !list.contains("filter.") && !list.contains("include"),
+        "{list}"
+    );
+    assert!(git(&vendor, &["status"]).status.success());
+    assert!(!marker.exists(), "host git ran the planted fsmonitor");
+}
+
+#[test]
+fn config_from_before_the_session_is_left_alone() {
+    let f = fx();
+    let vendor = f.root.join("vendor");
+    fs::create_dir_all(&vendor).unwrap();
+    git(&vendor, &["init", "-q"]);
+    git(&vendor, &["config", "alias.lg", "!git log --oneline"]);
+    let r = sweep(&spec(&[&f.root], -3600));
+    assert!(r.findings.is_empty(), "{r:?}");
+}
+
+#[test]
+fn new_executable_hooks_and_set_id_bits() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "--bare", "b.git"]);
+    let hook = repo.join("b.git/hooks/post-update");
+    fs::write(&hook, "#!/bin/sh\ntouch /tmp/pwned\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let suid = repo.join("x");
+    fs::write(&suid, "x").unwrap();
+    fs::set_permissions(&suid, fs::Permissions::from_mode(0o4755)).unwrap();
+    let r = sweep(&spec(&[&repo], 60));
+    let lines: Vec<String> = r.findings.iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{}: an executable git hook written during the session; moved to {}.agent-sandbox-quarantine",
+                hook.display(),
+                hook.display()
+            ),
+            format!(
+                "{}: written during the session with mode 4755 (setuid/setgid); the bits are cleared (mode now 755)",
+                suid.display()
+            ),
+        ],
+        "{r:?}"
+    );
+    assert_eq!(
+        fs::metadata(&suid).unwrap().permissions().mode() & 0o7777,
+        0o755
+    );
+    // The samples git ships are not hooks.
+    assert!(repo.join("b.git/hooks/pre-commit.sample").exists());
+}
+
+#[test]
+fn a_dot_git_file_leads_to_its_git_dir() {
+    let f = fx();
+    let hidden = f.root.join("p/.cache/x");
+    fs::create_dir_all(&hidden).unwrap();
+    git(&hidden, &["init", "-q", "--bare", "repo"]);
+    git(&hidden.join("repo"), &["config", "core.sshCommand", "evil"]);
+    let sub = f.root.join("p/sub");
+    fs::create_dir_all(&sub).unwrap();
+    fs::write(sub.join(".git"), "gitdir: ../.cache/x/repo\n").unwrap();
+    // Only the .git file's directory is a root: the git dir is reached through the pointer.
+    let r = sweep(&spec(&[&sub], 60));
+    assert_eq!(r.findings.len(), 1, "{r:?}");
+    assert_eq!(r.findings[0].path, hidden.join("repo/config"));
+}
+
+#[test]
+fn render_says_what_to_do() {
+    let r = Report {
+        findings: vec![Finding {
+            path: "/p/.git/commondir".into(),
+            found: "f".into(),
+            done: "d".into(),
+        }],
+        incomplete: vec!["stopped after 1 entries".into()],
+    };
+    assert_eq!(
+        r.render(),
+        "agent-sandbox: quarantine: /p/.git/commondir: f; d\nagent-sandbox: the agent wrote the files above; host programs would have run what they name. Check them before you restore anything.\nagent-sandbox: warning: the exit sweep stopped after 1 entries\n"
+    );
+    assert_eq!(Report::default().render(), "");
+}
