@@ -13,6 +13,7 @@ pub mod plan;
 pub mod proxy;
 pub mod report;
 pub mod session;
+pub mod sockets;
 pub mod spec;
 pub mod symlinks;
 pub mod tools;
