@@ -20,5 +20,6 @@ mod pid1;
 mod session;
 mod setid;
 mod signals;
+mod sockets;
 mod symlinks;
 mod terminal;
