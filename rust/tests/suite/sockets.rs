@@ -280,6 +280,7 @@ fn a_real_dbus_session_bus_is_unreachable_unless_allowed() {
         .args(["--session", "--nofork", "--nopidfile"])
         .arg(format!("--address=unix:path={}", bus.display()))
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     assert!(
@@ -307,4 +308,45 @@ fn a_real_dbus_session_bus_is_unreachable_unless_allowed() {
     let _ = daemon.wait();
     assert_eq!(masked, "refused\n");
     assert_eq!(allowed, "reached\n");
+}
+
+#[test]
+fn a_socket_under_a_declared_symlink_is_masked_at_both_paths() {
+    // `~/.gnupg -> gnupg-real`, both declared: the same socket shows at two paths inside.
+    let f = Fixture::new();
+    let real = f.home.join("gnupg-real/S.gpg-agent");
+    serve(&real);
+    std::os::unix::fs::symlink("gnupg-real", f.home.join(".gnupg")).unwrap();
+    let via_link = f.home.join(".gnupg/S.gpg-agent");
+    let o = run(probe(
+        &f,
+        &["--ro", "~/gnupg-real", "--ro", "~/.gnupg"],
+        &[&via_link, &real],
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(
+        o.stdout,
+        format!(
+            "{} ECONNREFUSED\n{} ECONNREFUSED\n",
+            via_link.display(),
+            real.display()
+        ),
+        "{o:?}"
+    );
+    assert_eq!(o.stderr, masked_warning(&[&via_link, &real]), "{o:?}");
+    // Allowed by its real path, it is reachable through the link too.
+    let o = run(probe(
+        &f,
+        &[
+            "--ro",
+            "~/gnupg-real",
+            "--ro",
+            "~/.gnupg",
+            "--allow-socket",
+            "~/gnupg-real",
+        ],
+        &[&via_link],
+    ));
+    assert_eq!(o.stdout, format!("{} pong\n", via_link.display()), "{o:?}");
+    assert_host_socket_intact(&real);
 }
