@@ -30,6 +30,12 @@
     `"$HOME/.claude"` or `"$XDG_CONFIG_HOME/x"` is expanded by the wrapper at each launch;
     `"~/.claude"` by the helper; relative paths are relative to the launch directory
 
+  `allowedSockets` (default `[ ]`)
+  : Unix sockets inside the declared paths the agent may connect to, e.g.
+    `[ "$XDG_RUNTIME_DIR/bus" ]`, or directories whose sockets it may all reach. Every other
+    socket found in a declared directory at launch is masked (connect() fails), and a declared
+    path that is itself a socket is refused: the service behind a socket acts outside the sandbox
+
   `env` (default `{ }`)
   : variables set inside. A value with `$` or a backquote is expanded by the wrapper at
     launch (`"$CLAUDE_CODE_OAUTH_TOKEN"`, `"$(cat /run/secrets/token)"`) and never stored;

@@ -36,12 +36,12 @@
     spec = {
       version = 1; outName = "claude"; program = "/nix/store/…-claude-code/bin/claude";
       path = [ "/nix/store/…-claude-code/bin" "/nix/store/…-git/bin" "/nix/store/…-bash/bin" ];
-      rwDirs = [ "/srv/shared" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ];
+      rwDirs = [ "/srv/shared" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ];
       env = { EDITOR = "vi"; SSL_CERT_FILE = "/nix/store/…-cacert/etc/ssl/certs/ca-bundle.crt"; … };
       allowNix = false; allowedDomains = null; allowedLocalPorts = [ ];
     };
     launch = {
-      rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ];
+      rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ];
       env = { TOKEN = "$CLAUDE_CODE_OAUTH_TOKEN"; };
       args = [ ];
     };
@@ -117,6 +117,7 @@ in
         rwFiles = staticOf a.rwFiles;
         roDirs = staticOf a.roDirs;
         roFiles = staticOf a.roFiles;
+        allowedSockets = staticOf a.allowedSockets;
         env = removeAttrs (caEnv // nixEnv // a.env) envDynamicNames;
       };
       launch = {
@@ -124,6 +125,7 @@ in
         rwFiles = dynamicOf a.rwFiles;
         roDirs = dynamicOf a.roDirs;
         roFiles = dynamicOf a.roFiles;
+        allowedSockets = dynamicOf a.allowedSockets;
         env = removeAttrs a.env (filter (n: !elem n envDynamicNames) (attrNames a.env));
         # bash as the program reads no rc files: the environment inside is the declared one,
         # not what a declared home path (writable by an earlier session) happens to hold.

@@ -99,6 +99,7 @@ let
     rwFiles = [ ];
     roDirs = [ ];
     roFiles = [ ];
+    allowedSockets = [ ];
     env = { };
     allowNix = false;
     allowedDomains = null;
@@ -111,6 +112,7 @@ let
     "rwFiles"
     "roDirs"
     "roFiles"
+    "allowedSockets"
     "env"
     "allowNix"
     "allowedDomains"
@@ -336,6 +338,7 @@ let
     rwFiles = checkPaths "rwFiles";
     roDirs = checkPaths "roDirs";
     roFiles = checkPaths "roFiles";
+    allowedSockets = checkPaths "allowedSockets";
     env = checkEnv;
     allowNix = checkAllowNix;
     allowedDomains = checkDomains;

@@ -43,7 +43,7 @@
     shell = "/nix/store/…-bash/bin/bash"; helper = "/nix/store/…-agent-sandbox/bin/agent-sandbox";
     specFile = "/nix/store/…-claude-sandbox.json"; outName = "claude"; program = "/nix/store/…/bin/claude";
     tools = { };
-    launch = { rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; env = { }; args = [ ]; };
+    launch = { rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; env = { }; args = [ ]; };
   }
   => ''
     #!/nix/store/…-bash/bin/bash
@@ -93,6 +93,10 @@ let
     {
       flag = "--ro-file";
       list = launch.roFiles;
+    }
+    {
+      flag = "--allow-socket";
+      list = launch.allowedSockets;
     }
   ];
   pathLines = concatLists (

@@ -103,6 +103,11 @@ struct RunArgs {
     /// Extra CA certificate (PEM) the proxy trusts for upstream TLS.
     #[arg(long, value_name = "FILE")]
     upstream_ca: Vec<String>,
+    /// Let the sandbox connect to the Unix socket PATH (or to every socket under the directory
+    /// PATH) in a declared path. Other sockets there are masked, and a declared socket is
+    /// refused, since the service behind one acts outside the sandbox.
+    #[arg(long, value_name = "PATH")]
+    allow_socket: Vec<String>,
     /// Print the resolved plan (mounts, environment, network) and start nothing.
     #[arg(long)]
     dry_run: bool,
@@ -268,7 +273,9 @@ fn init_with(_cmd: Vec<OsString>, _setup: impl FnOnce() -> Result<(), String>) -
 fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow::Result<()> {
     for (list, rw) in [(&a.rw, true), (&a.ro, false)] {
         for p in list {
-            let is_file = plan::normalize(p, cwd, home).is_file();
+            // Anything but a directory (a socket, too) is a file; a missing path a directory.
+            let is_file =
+                std::fs::metadata(plan::normalize(p, cwd, home)).is_ok_and(|m| !m.is_dir());
             let target = match (rw, is_file) {
                 (true, false) => &mut spec.rw_dirs,
                 (true, true) => &mut spec.rw_files,
@@ -356,6 +363,7 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
     }
     spec.allow_nix |= a.allow_nix;
     spec.upstream_ca_files.extend(a.upstream_ca.iter().cloned());
+    spec.allowed_sockets.extend(a.allow_socket.iter().cloned());
     spec.validate()?;
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod proxy;
 pub mod quarantine;
 pub mod report;
 pub mod session;
+pub mod sockets;
 pub mod spec;
 pub mod symlinks;
 pub mod tools;

@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use crate::git::{self, GitView, PlaceholderKind};
+use crate::sockets::{self, Allowed, Found};
 use crate::spec::{AllowedDomains, MethodRule, Spec, normalize_domain};
 use crate::symlinks::{self, Permitted, Resolved};
 
@@ -70,7 +71,7 @@ pub const PROXY_VARS: &[&str] = &[
     "all_proxy",
 ];
 
-/// Upper bound on entries visited when scanning declared directories for symlinks.
+/// Upper bound on entries visited when scanning a declared directory for symlinks and sockets.
 pub const SCAN_LIMIT: usize = 200_000;
 
 /// One mount, in bwrap's vocabulary. Order in `Plan::mounts` is the order applied.
@@ -540,6 +541,9 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     }
     let permitted = Permitted::new(permitted_roots);
 
+    let allowed_sockets = allowed_sockets(spec, host);
+    let mut allowed_used = vec![false; allowed_sockets.len()];
+    let mut found_sockets: Vec<Found> = Vec::new();
     let mut missing = Vec::new();
     let mut wrong_kind = Vec::new();
     let mut user_mounts: Vec<(PathBuf, PathBuf, bool)> = Vec::new(); // (src, dest, rw)
@@ -576,8 +580,31 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             continue;
         }
         if is_dir {
+            // One walk finds both the dangling links and the sockets to mask.
             let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
             warnings.extend(symlinks::scan_warning(&report));
+            warnings.extend(sockets::unscanned_warning(&dest, &report));
+            found_sockets.extend(report.sockets.iter().filter_map(|h| {
+                let inside = dest.join(h.strip_prefix(&src).ok()?);
+                Some(Found {
+                    host: h.clone(),
+                    inside,
+                })
+            }));
+        } else if std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+            let f = Found {
+                host: src.clone(),
+                inside: dest.clone(),
+            };
+            let by: Vec<usize> = (0..allowed_sockets.len())
+                .filter(|&i| allowed_sockets[i].covers(&f))
+                .collect();
+            if by.is_empty() {
+                // Fail closed: a declared socket can only be meant to be reached; that takes an explicit allow.
+                wrong_kind.push(sockets::declared_socket_refusal(&d.path, d.field));
+                continue;
+            }
+            by.iter().for_each(|&i| allowed_used[i] = true);
         }
         held.insert(src.clone(), held_from(&meta));
         user_mounts.push((src, dest, d.rw));
@@ -842,8 +869,28 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         }
     }
 
+    let declared_layer: Vec<&Mount> = keep.iter().map(|(_, i)| &layered[*i].1).collect();
+    for f in &found_sockets {
+        for (i, a) in allowed_sockets.iter().enumerate() {
+            allowed_used[i] |= a.covers(f);
+        }
+    }
+    let masked = sockets::masks(&found_sockets, &allowed_sockets, &declared_layer);
+    warnings.extend(sockets::masked_warning(&masked));
+    for (a, used) in allowed_sockets.iter().zip(&allowed_used) {
+        if !used {
+            warnings.push(sockets::unused_warning(a));
+        }
+    }
     for (_, i) in keep {
         mounts.push(layered[i].1.clone());
+    }
+    // After every declared bind, so each mask lies on top of the bind that shows its socket.
+    for dest in masked {
+        mounts.push(Mount::RoBind {
+            src: host.session_dir.join("empty"),
+            dest,
+        });
     }
     let entry_exe = host.init_exe.as_ref().unwrap_or(&host.helper_exe).clone();
     mounts.push(Mount::RoBind {
@@ -1133,6 +1180,22 @@ pub fn share_identity_files(plan: &mut Plan, base: &Path, session_dir: &Path) ->
         }
     }
     dir
+}
+
+/// `allowedSockets`, each with its lexical path and, if it exists, its canonical one.
+fn allowed_sockets(spec: &Spec, host: &HostContext) -> Vec<Allowed> {
+    spec.allowed_sockets
+        .iter()
+        .map(|given| {
+            let p = normalize(given, &host.cwd, &host.home);
+            let mut forms = vec![p.clone()];
+            forms.extend(std::fs::canonicalize(&p).ok().filter(|c| *c != p));
+            Allowed {
+                given: given.clone(),
+                forms,
+            }
+        })
+        .collect()
 }
 
 fn held_from(meta: &std::fs::Metadata) -> Held {

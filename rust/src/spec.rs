@@ -64,6 +64,10 @@ pub struct Spec {
     /// Extra CA certificates (PEM files) trusted for upstream TLS by the proxy.
     #[serde(default)]
     pub upstream_ca_files: Vec<String>,
+    /// Unix sockets (or directories whose sockets) the sandbox may connect to. Every other
+    /// socket found in a declared directory is masked, and a declared socket is refused.
+    #[serde(default)]
+    pub allowed_sockets: Vec<String>,
 }
 
 fn no_ports() -> Option<Vec<u32>> {
@@ -182,6 +186,7 @@ impl Spec {
             ("roDirs", &self.ro_dirs),
             ("roFiles", &self.ro_files),
             ("upstreamCaFiles", &self.upstream_ca_files),
+            ("allowedSockets", &self.allowed_sockets),
         ] {
             for p in list {
                 if p.is_empty() || p.contains('\0') {

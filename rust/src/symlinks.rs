@@ -10,11 +10,13 @@
 //! Symlinks nested inside a bound directory cannot leak anything by themselves: the kernel
 //! resolves them inside the sandbox's mount namespace, where only exposed paths exist. They do
 //! dangle there, though, so `scan_tree` finds them and `scan_warning` tells the user why and how
-//! to expose the target.
+//! to expose the target. The same walk lists the Unix sockets it meets (`ScanReport::sockets`),
+//! which the planner masks (`crate::sockets`): one walk of each declared directory, not two.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Linux's MAXSYMLINKS: the kernel gives up with ELOOP after this many links in one lookup.
@@ -183,6 +185,9 @@ pub struct ScanReport {
     /// but the chain passes through a symlink outside the permitted places, it is that symlink,
     /// which does not exist inside the sandbox.
     pub outside: Vec<(PathBuf, PathBuf)>,
+    /// Unix sockets met on the walk (named under `dir` as given), sorted. Sockets behind
+    /// symlinks are not followed: a link to one is reported (or not) like any other link.
+    pub sockets: Vec<PathBuf>,
     /// Directory entries visited (at most the limit).
     pub entries: usize,
     /// The walk stopped at the limit with entries left unvisited.
@@ -192,7 +197,7 @@ pub struct ScanReport {
 }
 
 /// Walk `dir` at any depth, without following symlinks into directories, visiting at most `limit`
-/// entries, and report the symlinks that will not resolve inside the sandbox.
+/// entries, and report the symlinks that will not resolve inside the sandbox and the Unix sockets.
 ///
 /// Only symlinks cost more than the `readdir` itself: the entry type comes from the directory
 /// entry, so regular files and directories are never `stat`ed. `permitted` should contain `dir`
@@ -234,10 +239,13 @@ pub fn scan_tree(dir: &Path, permitted: &Permitted, limit: usize) -> ScanReport 
                 if let Some(target) = unreachable_target(&real_dir, &name, permitted) {
                     report.outside.push((shown_dir.join(&name), target));
                 }
+            } else if kind.is_socket() {
+                report.sockets.push(shown_dir.join(entry.file_name()));
             }
         }
     }
     report.outside.sort();
+    report.sockets.sort();
     report
 }
 
@@ -444,7 +452,7 @@ pub fn scan_warning(report: &ScanReport) -> Option<String> {
 /// A path for a message. Anyone who can write a declared directory chooses file names, so control
 /// characters (newlines, terminal escapes, bidi overrides) or invalid UTF-8 switch to the escaped,
 /// quoted form rather than reaching the terminal raw.
-fn shown(path: &Path) -> String {
+pub(crate) fn shown(path: &Path) -> String {
     match path.to_str() {
         Some(s) if s.chars().all(is_plain) => s.to_owned(),
         _ => format!("{path:?}"),
@@ -456,7 +464,7 @@ fn is_plain(c: char) -> bool {
 }
 
 /// A path as one shell word for a copy-pasteable command, or `shown` if it cannot be typed.
-fn shell_arg(path: &Path) -> String {
+pub(crate) fn shell_arg(path: &Path) -> String {
     let Some(s) = path.to_str().filter(|s| s.chars().all(is_plain)) else {
         return shown(path);
     };
@@ -905,7 +913,7 @@ mod tests {
                 .collect(),
             entries: 500,
             truncated: true,
-            unreadable: 0,
+            ..ScanReport::default()
         };
         let mut expected = "12 symlinks in declared directories point outside the sandbox and \
                             will not resolve inside it:\n"
@@ -963,6 +971,7 @@ mod tests {
                 ],
                 // ok, d1..d5 (5), evil, fine, rel-fine, store, self-loop, rel-out, dangling,
                 // dangling-in, tree
+                sockets: vec![],
                 entries: 15,
                 truncated: false,
                 unreadable: 0,
@@ -984,6 +993,32 @@ mod tests {
         assert_eq!(report.outside, vec![(x, hop.clone()), (y, hop)]);
         let with_home = scan_tree(&fx.p("inside"), &fx.permitted(&["inside", "home"]), 100);
         assert_eq!(with_home.outside, vec![]);
+    }
+
+    #[test]
+    fn scan_lists_sockets_but_not_sockets_behind_links() {
+        use std::os::unix::net::UnixListener;
+        let fx = Fx::new();
+        let top = fx.p("inside/S.gpg-agent");
+        let _a = UnixListener::bind(&top).unwrap();
+        let deep = fx.dir("inside/a/b").join("bus");
+        let _b = UnixListener::bind(&deep).unwrap();
+        let outside = fx.p("outside/sock");
+        let _c = UnixListener::bind(&outside).unwrap();
+        fx.file("inside/a/regular");
+        fx.link("inside/a/to-outside-sock", &outside);
+        fx.link("inside/a/to-top", &top);
+        let report = scan_tree(&fx.p("inside"), &fx.permitted(&["inside"]), 100);
+        // Sorted component-wise: `S.gpg-agent` < `a`.
+        assert_eq!(report.sockets, vec![top, deep]);
+        // The link to the outside socket dangles inside, as any other.
+        assert_eq!(
+            report.outside,
+            vec![(fx.p("inside/a/to-outside-sock"), outside)]
+        );
+        // A socket beyond the limit is not seen.
+        let cut = scan_tree(&fx.p("inside"), &fx.permitted(&["inside"]), 1);
+        assert!(cut.truncated && cut.sockets.len() <= 1, "{cut:?}");
     }
 
     #[test]

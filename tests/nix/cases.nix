@@ -42,6 +42,7 @@ let
     rwFiles = [ ];
     roDirs = [ ];
     roFiles = [ ];
+    allowedSockets = [ ];
     env = caEnv;
     allowNix = false;
     allowedDomains = null;
@@ -52,6 +53,7 @@ let
     rwFiles = [ ];
     roDirs = [ ];
     roFiles = [ ];
+    allowedSockets = [ ];
     env = { };
     args = [ ];
   };
@@ -92,6 +94,10 @@ in
           "/etc/agent.conf"
           "\${XDG_CONFIG_HOME:-$HOME/.config}/git/config"
         ];
+        allowedSockets = [
+          "$XDG_RUNTIME_DIR/bus"
+          "~/.gnupg/S.gpg-agent"
+        ];
       };
       spec = baseSpec // {
         rwDirs = [
@@ -100,12 +106,14 @@ in
           "notes"
         ];
         roFiles = [ "/etc/agent.conf" ];
+        allowedSockets = [ "~/.gnupg/S.gpg-agent" ];
       };
       launch = noLaunch // {
         rwDirs = [ "$HOME/.claude" ];
         rwFiles = [ "$HOME/.claude.json" ];
         roDirs = [ "`echo /opt/docs`" ];
         roFiles = [ "\${XDG_CONFIG_HOME:-$HOME/.config}/git/config" ];
+        allowedSockets = [ "$XDG_RUNTIME_DIR/bus" ];
       };
     };
 
@@ -344,7 +352,7 @@ in
       env.EDITOR = "vi";
     };
     json = builtins.concatStringsSep "" [
-      ''{"allowNix":false,"allowedDomains":[],"allowedLocalPorts":[],''
+      ''{"allowNix":false,"allowedDomains":[],"allowedLocalPorts":[],"allowedSockets":[],''
       ''"env":{"CARGO_HTTP_CAINFO":"${ca}","CURL_CA_BUNDLE":"${ca}","EDITOR":"vi","GIT_SSL_CAINFO":"${ca}",''
       ''"NIX_SSL_CERT_FILE":"${ca}","PIP_CERT":"${ca}","REQUESTS_CA_BUNDLE":"${ca}","SSL_CERT_FILE":"${ca}"},''
       ''"outName":"claude","path":["${f.claude-code}/bin","${f.git}/bin","${f.bash}/bin"],''
@@ -382,6 +390,7 @@ in
         rwFiles = [ "$HOME/.claude.json" ];
         roDirs = [ "$HOME/docs" ];
         roFiles = [ "$HOME/.gitconfig" ];
+        allowedSockets = [ "$XDG_RUNTIME_DIR/bus" ];
         env = {
           EDITOR = "vi";
           CLAUDE_CODE_OAUTH_TOKEN = "$CLAUDE_CODE_OAUTH_TOKEN";
@@ -398,6 +407,7 @@ in
         args+=(--rw-file "$HOME/.claude.json")
         args+=(--ro-dir "$HOME/docs")
         args+=(--ro-file "$HOME/.gitconfig")
+        args+=(--allow-socket "$XDG_RUNTIME_DIR/bus")
         envs=()
         v="$(cat "$HOME/.secrets/api key")"; [ -z "$v" ] || envs+=("API_KEY=$v")
         v="$CLAUDE_CODE_OAUTH_TOKEN"; [ -z "$v" ] || envs+=("CLAUDE_CODE_OAUTH_TOKEN=$v")
@@ -467,7 +477,7 @@ in
         networkPolicy = "open";
         rwdirs = [ ];
       };
-      message = "mkSandbox: unknown argument(s) networkPolicy, rwdirs (did you mean rwDirs?); expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, env, allowNix, allowedDomains, allowedLocalPorts";
+      message = "mkSandbox: unknown argument(s) networkPolicy, rwdirs (did you mean rwDirs?); expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, allowedSockets, env, allowNix, allowedDomains, allowedLocalPorts";
     };
 
     removed-unknown-and-bad-values-together = {
@@ -483,7 +493,7 @@ in
             stateDirs       -> rwDirs          same list of directories (read-write)
             stateFiles      -> rwFiles         same list of files (read-write)
             restrictNetwork -> allowedDomains  false -> null (open network); true -> a list of domains, [ ] for no network
-        mkSandbox: unknown argument(s) colour; expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, env, allowNix, allowedDomains, allowedLocalPorts
+        mkSandbox: unknown argument(s) colour; expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, allowedSockets, env, allowNix, allowedDomains, allowedLocalPorts
         mkSandbox: allowNix must be true or false, got the string "yes"'';
     };
 
@@ -601,6 +611,13 @@ in
         roFiles = [ [ "/etc/x" ] ];
       };
       message = ''mkSandbox: roFiles has entries that are not non-empty strings: a list; write paths as strings, e.g. "$HOME/.claude" (a Nix path such as ./x would be copied into the store)'';
+    };
+
+    allowedSockets-nix-path = {
+      args = base // {
+        allowedSockets = [ ./cases.nix ];
+      };
+      message = ''mkSandbox: allowedSockets has entries that are not non-empty strings: the path ${toString ./cases.nix}; write paths as strings, e.g. "$HOME/.claude" (a Nix path such as ./x would be copied into the store)'';
     };
 
     env-list = {

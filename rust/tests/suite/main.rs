@@ -21,5 +21,6 @@ mod quarantine;
 mod session;
 mod setid;
 mod signals;
+mod sockets;
 mod symlinks;
 mod terminal;
