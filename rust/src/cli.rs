@@ -677,6 +677,10 @@ fn launch(
         .unwrap_or_default();
     let inherit: Vec<_> = held.iter().map(|fd| fd.as_fd()).collect();
     let (spec, mut sentinel) = start_sentinel(&writable, session_dir)?;
+    // Fail closed: a repository whose git dirs cannot be watched is not started.
+    let rw_binds: Vec<PathBuf> = plan.rw_bind_sources().map(Path::to_path_buf).collect();
+    let watch = crate::quarantine::Watch::start(&rw_binds)
+        .context("cannot watch the repository's git directories (inotify)")?;
     let mut spawned = |bwrap: u32| {
         sentinel.sandbox_started(bwrap);
         after_spawn(bwrap);
@@ -699,7 +703,9 @@ fn launch(
             }
         }
     }
-    eprint!("{}", crate::quarantine::sweep(&spec).render());
+    let mut report = crate::quarantine::sweep(&spec);
+    report.findings.splice(0..0, watch.findings());
+    eprint!("{}", report.render());
     sentinel.finish();
     match outcome {
         Outcome::Exited(code) => Ok(code),

@@ -231,16 +231,21 @@ impl Plan {
     /// outlive it: nothing the launcher runs or trusts may come from there.
     pub fn writable_sources(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
-        for m in &self.mounts {
-            let src = match m {
-                Mount::Bind { src, .. } | Mount::BindFd { src, rw: true, .. } => src,
-                _ => continue,
-            };
+        for src in self.rw_bind_sources() {
             if !out.iter().any(|w| src.starts_with(w)) {
-                out.push(src.clone());
+                out.push(src.to_path_buf());
             }
         }
         out
+    }
+
+    /// The source of every read-write bind, in mount order (nested ones included: the git
+    /// dirs and their pins inside the launch directory).
+    pub fn rw_bind_sources(&self) -> impl Iterator<Item = &Path> {
+        self.mounts.iter().filter_map(|m| match m {
+            Mount::Bind { src, .. } | Mount::BindFd { src, rw: true, .. } => Some(src.as_path()),
+            _ => None,
+        })
     }
 }
 

@@ -459,6 +459,95 @@ fn wait_gone(pid: i32, limit: Duration) {
     std::thread::sleep(Duration::from_millis(100));
 }
 
+/// While the session runs: the repository's own git directories are watched (inotify) for a
+/// `commondir` or `gitdir` appearing, and each is quarantined at once, so host git run
+/// meanwhile (a shell prompt, an editor) does not follow it either. Findings are kept for the
+/// exit report; the exit sweep still runs and catches whatever this missed.
+#[cfg(target_os = "linux")]
+pub struct Watch {
+    findings: std::sync::Arc<std::sync::Mutex<Vec<Finding>>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Watch {
+    /// Watches those of `dirs` that are git directories. The thread ends with the process.
+    pub fn start(dirs: &[PathBuf]) -> io::Result<Watch> {
+        use std::os::unix::ffi::OsStrExt;
+        let findings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let gitdirs: Vec<PathBuf> = dirs.iter().filter(|d| is_git_dir(d)).cloned().collect();
+        if gitdirs.is_empty() {
+            return Ok(Watch { findings });
+        }
+        // SAFETY: plain syscalls on a descriptor this function owns.
+        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut by_wd = std::collections::BTreeMap::new();
+        for dir in gitdirs {
+            let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?;
+            let mask = libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_ONLYDIR;
+            let wd = unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) };
+            if wd < 0 {
+                let e = io::Error::last_os_error();
+                unsafe { libc::close(fd) };
+                return Err(e);
+            }
+            by_wd.insert(wd, dir);
+        }
+        let sink = findings.clone();
+        std::thread::spawn(move || watch_loop(fd, &by_wd, &sink));
+        Ok(Watch { findings })
+    }
+
+    /// What the watch quarantined so far.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.findings.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn watch_loop(
+    fd: i32,
+    by_wd: &std::collections::BTreeMap<i32, PathBuf>,
+    sink: &std::sync::Mutex<Vec<Finding>>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: reads into a buffer we own.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return;
+        }
+        let mut at = 0usize;
+        let header = std::mem::size_of::<libc::inotify_event>();
+        while at + header <= n as usize {
+            // SAFETY: the kernel writes whole events; read_unaligned copes with the offset.
+            let ev: libc::inotify_event =
+                unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+            let name = &buf[at + header..at + header + ev.len as usize];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            at += header + ev.len as usize;
+            if name != b"commondir" && name != b"gitdir" {
+                continue;
+            }
+            let Some(dir) = by_wd.get(&ev.wd) else {
+                continue;
+            };
+            let mut s = Sweeper {
+                since: 0,
+                seen: 0,
+                report: Report::default(),
+                visited: Default::default(),
+            };
+            s.pointers(dir);
+            if let Ok(mut all) = sink.lock() {
+                all.extend(s.report.findings);
+            }
+        }
+    }
+}
+
 /// The launcher's handle on its sentinel.
 pub struct Sentinel {
     child: std::process::Child,

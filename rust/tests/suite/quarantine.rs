@@ -68,9 +68,12 @@ fn the_sentinel_sweeps_when_the_launcher_is_killed() {
     let f = Fixture::new();
     init_repo(&f, &f.proj);
     let marker = f.root().join("pwned");
+    // A nested repository's config: only the exit sweep handles those (the in-session watch
+    // covers the repository's own git dirs).
     let script = format!(
-        "{}; touch planted; sleep {}",
-        plant_commondir(&marker),
+        "git init -q vendor && git -C vendor config core.fsmonitor 'touch {}; false' && \
+         touch planted; sleep {}",
+        marker.display(),
         unique_marker()
     );
     let mut c = f.sh(&flags(&[]), &script);
@@ -81,22 +84,14 @@ fn the_sentinel_sweeps_when_the_launcher_is_killed() {
         .proj
         .join("planted")
         .exists()));
-    assert!(f.proj.join(".git/commondir").exists());
     child.kill().unwrap(); // SIGKILL: no exit path of the launcher runs
     child.wait().unwrap();
+    let aside = f.proj.join("vendor/.git/config.agent-sandbox-quarantine");
     assert!(
-        eventually(Duration::from_secs(10), || !f
-            .proj
-            .join(".git/commondir")
-            .exists()),
-        "the commondir survived the killed launcher"
+        eventually(Duration::from_secs(10), || aside.exists()),
+        "the planted config survived the killed launcher"
     );
-    assert!(
-        f.proj
-            .join(".git/commondir.agent-sandbox-quarantine")
-            .exists()
-    );
-    assert!(host_git_status(&f, &f.proj));
+    assert!(host_git_status(&f, &f.proj.join("vendor")));
     assert!(!marker.exists(), "host git ran the planted fsmonitor");
 }
 
@@ -212,4 +207,35 @@ fn unregistered_module_git_dirs_are_protected_at_launch() {
     assert!(o.stdout.contains("hook-refused"), "{o:?}");
     assert!(o.stdout.contains("config-refused"), "{o:?}");
     assert!(!module.join("hooks/post-checkout").exists());
+}
+
+/// While the session runs, a `commondir` planted in the repository's git dir is quarantined at
+/// once, so host git run meanwhile (a shell prompt in another terminal) never follows it.
+#[test]
+fn a_commondir_is_quarantined_while_the_session_runs() {
+    let f = Fixture::new();
+    init_repo(&f, &f.proj);
+    let marker = f.root().join("pwned");
+    let script = format!(
+        "{}; for i in $(seq 50); do [ -e .git/commondir ] || break; sleep 0.05; done; \
+         [ -e .git/commondir ] && echo still-there || echo gone",
+        plant_commondir(&marker)
+    );
+    let o = run(f.sh(&flags(&[]), &script));
+    assert_eq!(o.stdout, "gone\n", "{o:?}");
+    let commondir = f.proj.join(".git/commondir");
+    assert_eq!(
+        o.stderr.matches("agent-sandbox: quarantine: ").count(),
+        1,
+        "{o:?}"
+    );
+    assert!(
+        o.stderr.contains(&format!(
+            "{}: a commondir where git never writes one",
+            commondir.display()
+        )),
+        "{o:?}"
+    );
+    assert!(host_git_status(&f, &f.proj));
+    assert!(!marker.exists());
 }
