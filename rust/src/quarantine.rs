@@ -44,13 +44,12 @@ pub struct SweepSpec {
     /// Canonical host paths the sandbox could write.
     pub roots: Vec<PathBuf>,
     /// The session's start, as nanoseconds since the epoch: ctimes after it count as written
-    /// during the session. Read from a file's ctime, so it comes from the clock the kernel
-    /// stamps ctimes with (which lags `SystemTime::now` by up to a tick).
+    /// during the session. It is the change time of [`SPEC_FILE`] itself, written just before
+    /// the sandbox starts, so it comes from the clock the kernel stamps ctimes with (which
+    /// lags `SystemTime::now` by up to a tick).
+    #[serde(skip)]
     pub since_nanos: u128,
 }
-
-/// The file whose change time marks the session's start (in the session directory).
-pub const START_FILE: &str = "sweep.start";
 
 /// One thing the sweep found and what it did about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,17 +153,19 @@ impl Sweeper {
             for entry in entries.flatten() {
                 self.seen += 1;
                 let path = entry.path();
-                // Links are not followed: what they lead to outside the roots is not ours.
-                let Ok(m) = fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                if m.is_dir() {
+                // Links are not followed: what they lead to outside the roots is not ours. The
+                // type comes with the directory entry; only regular files cost a stat (their
+                // mode bits).
+                let Ok(ft) = entry.file_type() else { continue };
+                if ft.is_dir() {
                     stack.push(path);
-                } else if m.is_file() {
+                } else if ft.is_file() {
                     if entry.file_name() == ".git" {
                         self.dot_git_file(&path);
                     }
-                    self.set_id_bits(&path, &m);
+                    if let Ok(m) = entry.metadata() {
+                        self.set_id_bits(&path, &m);
+                    }
                 }
             }
         }
@@ -399,6 +400,11 @@ pub fn sentinel_main(args: &[std::ffi::OsString]) -> i32 {
         eprintln!("agent-sandbox: error: __sweep needs the session directory");
         return 125;
     };
+    // The terminal's hangup or Ctrl-\ must not stop the sweep the launcher's death calls for.
+    for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
+        // SAFETY: installing SIG_IGN runs no handler code.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
     let mut sandbox: Option<i32> = None;
     let mut line = String::new();
     let stdin = io::stdin();
@@ -417,10 +423,15 @@ pub fn sentinel_main(args: &[std::ffi::OsString]) -> i32 {
     if let Some(pid) = sandbox {
         wait_gone(pid, Duration::from_secs(10));
     }
-    let spec: SweepSpec = match fs::read(dir.join(SPEC_FILE))
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
+    let file = dir.join(SPEC_FILE);
+    let spec = fs::read(&file)
+        .and_then(|b| {
+            let mut spec: SweepSpec = serde_json::from_slice(&b).map_err(io::Error::other)?;
+            spec.since_nanos = ctime_nanos(&fs::metadata(&file)?);
+            Ok(spec)
+        })
+        .map_err(|e| e.to_string());
+    let spec: SweepSpec = match spec {
         Ok(s) => s,
         Err(e) => {
             eprintln!(
@@ -554,36 +565,31 @@ pub struct Sentinel {
 }
 
 impl Sentinel {
-    /// Marks the session's start (now, just before the sandbox starts), writes the spec for
-    /// `roots` into `session_dir` and starts `exe __sweep session_dir` in a session of its
-    /// own (a terminal's Ctrl-C or hangup must not take it down with the launcher), stdout on
-    /// /dev/null so `$(…)` callers are not held up by it.
+    /// Writes the spec for `roots` into `session_dir` (its change time marks the session's
+    /// start) and starts `exe __sweep session_dir` in a process group of its own (a terminal's
+    /// Ctrl-C must not take it down with the launcher; it ignores hangups itself), stdout on
+    /// /dev/null so `$(…)` callers are not held up by it. No `pre_exec`, so std can spawn it
+    /// with posix_spawn, off the start path's fork cost.
     pub fn start(
         exe: &Path,
         session_dir: &Path,
         roots: Vec<PathBuf>,
     ) -> io::Result<(SweepSpec, Sentinel)> {
         use std::os::unix::process::CommandExt;
-        let mark =
-            crate::session::write_file(session_dir, START_FILE, b"").map_err(io::Error::other)?;
-        let spec = SweepSpec {
+        let mut spec = SweepSpec {
             roots,
-            since_nanos: ctime_nanos(&fs::metadata(mark)?),
+            since_nanos: 0,
         };
         let json = serde_json::to_vec(&spec).map_err(io::Error::other)?;
-        crate::session::write_file(session_dir, SPEC_FILE, &json).map_err(io::Error::other)?;
+        let file =
+            crate::session::write_file(session_dir, SPEC_FILE, &json).map_err(io::Error::other)?;
+        spec.since_nanos = ctime_nanos(&fs::metadata(file)?);
         let mut c = std::process::Command::new(exe);
         c.arg("__sweep")
             .arg(session_dir)
+            .process_group(0)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null());
-        // SAFETY: setsid is async-signal-safe.
-        unsafe {
-            c.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
         Ok((spec, Sentinel { child: c.spawn()? }))
     }
 
