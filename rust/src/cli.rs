@@ -76,6 +76,10 @@ struct RunArgs {
     /// Expose the file FILE read-only.
     #[arg(long, value_name = "FILE")]
     ro_file: Vec<String>,
+    /// Expose PATH read-write although programs on the host run or obey it (~/.bashrc,
+    /// ~/.config/git, ~/.config/systemd, a PATH directory…), which --rw keeps read-only.
+    #[arg(long, value_name = "PATH")]
+    rw_host_config: Vec<String>,
     /// Set an environment variable inside the sandbox; `--env NAME` passes on the launcher's
     /// value of NAME (keeps secrets off command lines).
     #[arg(long, value_name = "NAME[=VALUE]")]
@@ -289,6 +293,7 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
     spec.rw_files.extend(a.rw_file.iter().cloned());
     spec.ro_dirs.extend(a.ro_dir.iter().cloned());
     spec.ro_files.extend(a.ro_file.iter().cloned());
+    spec.rw_host_config.extend(a.rw_host_config.iter().cloned());
     for kv in &a.env {
         match kv.split_once('=') {
             Some((k, v)) => {
@@ -459,13 +464,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
             Vec::new()
         },
         lowest_bridged_port: if target == "macos" { 1 } else { 1024 },
+        caller_path: std::env::var_os("PATH").unwrap_or_default(),
     };
     let mut plan = plan::build(&spec, &a.command, &host)?;
-    let caller_path = std::env::var_os("PATH").unwrap_or_default();
-    let risky = crate::tools::writable_path_entries(&caller_path, &plan.writable_sources(), |p| {
-        std::fs::canonicalize(p).ok()
-    });
-    plan.warnings.extend(crate::tools::path_warning(&risky));
     check_session_dir_hidden(&plan, &session_dir)?;
 
     if target == "macos" {

@@ -22,7 +22,8 @@
 //! the directories *above* it still can: with `.git/worktrees/wt/commondir` bound read-only
 //! the agent could `mv .git/worktrees/wt away && mkdir .git/worktrees/wt` and write a fresh
 //! `commondir`. So every directory between a writable root and a protected path is bound
-//! onto itself read-write — granting nothing new, but pinning it in place.
+//! onto itself read-write — granting nothing new, but pinning it in place (`protect`, which
+//! does the same for declared read-only paths and host programs' config).
 //!
 //! # Launcher contract (order matters)
 //! 1. create `placeholders` on the host, in order;
@@ -85,11 +86,7 @@ pub struct GitLayout {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PlaceholderKind {
-    Dir,
-    File,
-}
+pub use crate::protect::PlaceholderKind;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GitView {
@@ -670,18 +667,8 @@ impl Scan {
 
     /// Directories strictly between the deepest writable root holding `path` and `path`.
     fn pin_ancestors(&mut self, path: &Path) {
-        let anchor = self
-            .writable_roots()
-            .filter(|w| path.starts_with(w) && path != *w)
-            .max_by_key(|w| w.components().count())
-            .map(Path::to_path_buf);
-        let Some(anchor) = anchor else { return };
-        for dir in path.ancestors().skip(1) {
-            if dir == anchor {
-                break;
-            }
-            self.pins.insert(dir.to_path_buf());
-        }
+        let pins = crate::protect::pins(self.writable_roots(), path);
+        self.pins.extend(pins);
     }
 
     fn add_ro(&mut self, path: PathBuf, what: &str) -> Result<()> {
@@ -709,11 +696,7 @@ impl Scan {
 
     fn add_placeholder(&mut self, path: PathBuf, kind: PlaceholderKind) {
         self.pin_ancestors(&path);
-        let kind = match self.placeholders.get(&path) {
-            // A dir keeps both uses blocked: nothing can be created inside or in its place.
-            Some(&old) if old != kind => PlaceholderKind::Dir,
-            _ => kind,
-        };
+        let kind = crate::protect::merge_kind(self.placeholders.get(&path).copied(), kind);
         self.placeholders.insert(path, kind);
     }
 
@@ -1199,25 +1182,14 @@ impl Scan {
     }
 
     fn finish(self) -> GitLayout {
-        let ro = self.ro;
-        let under_ro = |p: &Path| ro.iter().any(|r| p != r && p.starts_with(r));
-        let ro_paths: Vec<PathBuf> = ro.iter().filter(|p| !under_ro(p)).cloned().collect();
-        let placeholders: Vec<(PathBuf, PlaceholderKind)> = self
-            .placeholders
-            .into_iter()
-            .filter(|(p, _)| !under_ro(p))
-            .collect();
+        let settled = crate::protect::settle(&self.ro, self.placeholders, self.pins);
         let mut rw: BTreeSet<PathBuf> = self.grants.into_iter().collect();
-        rw.extend(
-            self.pins
-                .into_iter()
-                .filter(|p| !under_ro(p) && !ro.contains(p)),
-        );
+        rw.extend(settled.pins);
         GitLayout {
             root: self.root,
             rw_dirs: rw.into_iter().collect(),
-            ro_paths,
-            placeholders,
+            ro_paths: settled.ro,
+            placeholders: settled.placeholders,
             notes: self.notes,
         }
     }

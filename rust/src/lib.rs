@@ -10,6 +10,7 @@ pub mod linux;
 pub mod macos;
 pub mod nixstore;
 pub mod plan;
+pub mod protect;
 pub mod proxy;
 pub mod quarantine;
 pub mod report;

@@ -214,7 +214,7 @@ pub struct Plan {
     /// CA is appended to a copy of it.
     pub ca_bundle_source: Option<PathBuf>,
     pub guard: LaunchGuard,
-    /// Protected git paths that must be created empty before launch.
+    /// Protected paths (git's, host programs') that must be created empty before launch.
     pub placeholders: Vec<(PathBuf, PlaceholderKind)>,
     /// Bind sources in places a user (or an agent in another session) can write: the declared
     /// paths, the launch directory and the git layout. Linux binds them by descriptor
@@ -230,22 +230,13 @@ impl Plan {
     /// The host paths the sandbox can write (the sources of its read-write binds), which
     /// outlive it: nothing the launcher runs or trusts may come from there.
     pub fn writable_sources(&self) -> Vec<PathBuf> {
-        let mut out: Vec<PathBuf> = Vec::new();
-        for src in self.rw_bind_sources() {
-            if !out.iter().any(|w| src.starts_with(w)) {
-                out.push(src.to_path_buf());
-            }
-        }
-        out
+        writable_of(&self.mounts)
     }
 
     /// The source of every read-write bind, in mount order (nested ones included: the git
     /// dirs and their pins inside the launch directory).
     pub fn rw_bind_sources(&self) -> impl Iterator<Item = &Path> {
-        self.mounts.iter().filter_map(|m| match m {
-            Mount::Bind { src, .. } | Mount::BindFd { src, rw: true, .. } => Some(src.as_path()),
-            _ => None,
-        })
+        rw_sources(&self.mounts)
     }
 }
 
@@ -276,6 +267,10 @@ pub struct HostContext {
     /// its own network namespace (`net.ipv4.ip_unprivileged_port_start` = 1024 there) and no
     /// capabilities; 1 for macOS, whose sandbox reaches host ports directly.
     pub lowest_bridged_port: u16,
+    /// The caller's `PATH`: its directories in declared read-write paths (or in a launch
+    /// directory that is `$HOME`) are kept read-only (`protect`), the other writable ones
+    /// warned about.
+    pub caller_path: OsString,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -316,6 +311,8 @@ pub fn normalize(p: &str, base: &Path, home: &Path) -> PathBuf {
 enum Kind {
     Dir,
     File,
+    /// `rwHostConfig`: whichever it is.
+    Either,
 }
 
 struct Declared {
@@ -495,6 +492,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         ("rwFiles", &spec.rw_files, true, Kind::File),
         ("roDirs", &spec.ro_dirs, false, Kind::Dir),
         ("roFiles", &spec.ro_files, false, Kind::File),
+        ("rwHostConfig", &spec.rw_host_config, true, Kind::Either),
     ] {
         for p in list {
             let path = normalize(p, &host.cwd, &host.home);
@@ -571,7 +569,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             continue;
         };
         let is_dir = meta.is_dir();
-        if is_dir != (d.kind == Kind::Dir) {
+        if d.kind != Kind::Either && is_dir != (d.kind == Kind::Dir) {
             let (is, belongs) = if is_dir {
                 ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
             } else {
@@ -756,6 +754,23 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         };
         layered.push((if writable { 2 } else { 1 }, m));
     }
+    let exempt: Vec<PathBuf> = spec
+        .rw_host_config
+        .iter()
+        .map(|p| normalize(p, &host.cwd, &host.home))
+        .flat_map(|p| [crate::session::canonical_lenient(&p), p])
+        .collect();
+    let protected = protect_paths(host, &git_rw, &exempt, &mut layered, &mut held)?;
+    warnings.extend(crate::protect::warning(&protected.kept));
+    let kept_ro: Vec<PathBuf> = protected.kept.iter().map(|k| k.path.clone()).collect();
+    // Made directories are parents of placeholders: created first.
+    placeholders.extend(
+        protected
+            .made
+            .iter()
+            .map(|d| (d.clone(), PlaceholderKind::Dir)),
+    );
+    placeholders.extend(protected.settled.placeholders);
     let mut by_dest: BTreeMap<PathBuf, (u8, usize)> = BTreeMap::new();
     for (i, (prio, m)) in layered.iter().enumerate() {
         let e = by_dest.entry(m.dest().to_path_buf()).or_insert((*prio, i));
@@ -897,6 +912,18 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             dest,
         });
     }
+    // The caller's PATH directories the sandbox can still write (a project's `.venv/bin`).
+    let risky: Vec<(PathBuf, PathBuf)> =
+        crate::tools::writable_path_entries(&host.caller_path, &writable_of(&mounts), |p| {
+            std::fs::canonicalize(p).ok()
+        })
+        .into_iter()
+        .filter(|(e, _)| {
+            let c = crate::session::canonical_lenient(e);
+            !(e.is_absolute() && kept_ro.iter().any(|k| c.starts_with(k)))
+        })
+        .collect();
+    warnings.extend(crate::tools::path_warning(&risky));
     let entry_exe = host.init_exe.as_ref().unwrap_or(&host.helper_exe).clone();
     mounts.push(Mount::RoBind {
         src: entry_exe.clone(),
@@ -1201,6 +1228,144 @@ fn allowed_sockets(spec: &Spec, host: &HostContext) -> Vec<Allowed> {
             }
         })
         .collect()
+}
+
+/// Pins the read-only binds inside what the sandbox may write, and keeps host programs' paths
+/// there read-only (`protect`): adds the pins, binds and placeholders to `layered`, their
+/// sources to `held`. `layered` holds every bind with a host source by now, modes decided.
+fn protect_paths(
+    host: &HostContext,
+    git_rw: &[PathBuf],
+    exempt: &[PathBuf],
+    layered: &mut Vec<(u8, Mount)>,
+    held: &mut BTreeMap<PathBuf, Held>,
+) -> Result<crate::protect::Protected> {
+    use crate::protect::{Node, Request};
+    // Each destination's mount as `by_dest` will pick it: the highest priority, the last.
+    let mut effective: BTreeMap<&Path, (u8, &Mount)> = BTreeMap::new();
+    for (prio, m) in layered.iter() {
+        let e = effective.entry(m.dest()).or_insert((*prio, m));
+        if *prio >= e.0 {
+            *e = (*prio, m);
+        }
+    }
+    let mut rw: Vec<(PathBuf, PathBuf)> = Vec::new(); // (src, dest)
+    let mut req = Request {
+        home: host.home.clone(),
+        exempt: exempt.to_vec(),
+        ..Default::default()
+    };
+    for (_, m) in effective.values() {
+        match m {
+            Mount::Bind { src, dest } if held.contains_key(src) => {
+                rw.push((src.clone(), dest.clone()));
+                req.binds.rw.push(src.clone());
+                req.config_roots.push(src.clone());
+                let launch = *src == host.cwd;
+                if !git_rw.contains(src) && (!launch || host.cwd == host.home) {
+                    req.path_roots.push(src.clone());
+                }
+            }
+            Mount::RoBind { src, dest } if held.contains_key(src) => {
+                req.binds.ro.push(src.clone());
+                if src == dest {
+                    req.pin_only.push(src.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    for entry in std::env::split_paths(&host.caller_path) {
+        // Relative entries are the launch directory's: warned about, not protected.
+        if let Some(e) = entry.to_str().filter(|_| entry.is_absolute()) {
+            let lexical = normalize(e, Path::new("/"), &host.home);
+            req.path_dirs
+                .push(crate::session::canonical_lenient(&lexical));
+        }
+    }
+    let lstat = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::read_link(p).map_or(Node::File, Node::Link),
+        Ok(m) if m.is_dir() => Node::Dir,
+        Ok(_) => Node::File,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound) => Node::Missing,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Node::Missing,
+        // Not readable: treated as there, so binding it fails below and says so.
+        Err(_) => Node::File,
+    };
+    let protected = crate::protect::plan(&req, &lstat).map_err(PlanError::Refused)?;
+    // A host path's place inside: below the deepest read-write bind holding it.
+    let dest_of = |p: &Path| {
+        rw.iter()
+            .filter(|(src, _)| p.starts_with(src))
+            .max_by_key(|(src, _)| src.components().count())
+            .map_or(p.to_path_buf(), |(src, dest)| match p.strip_prefix(src) {
+                // `join("")` would add a trailing slash.
+                Ok(rest) if !rest.as_os_str().is_empty() => dest.join(rest),
+                _ => dest.clone(),
+            })
+    };
+    let s = &protected.settled;
+    for (p, rw) in s
+        .pins
+        .iter()
+        .map(|p| (p, true))
+        .chain(s.ro.iter().map(|p| (p, false)))
+    {
+        let meta = std::fs::metadata(p).map_err(|e| {
+            PlanError::Refused(format!(
+                "cannot inspect {} ({e}), which the sandbox keeps in place or read-only. Fix: make it readable, or declare narrower read-write paths",
+                p.display()
+            ))
+        })?;
+        held.insert(p.clone(), held_from(&meta));
+        let (src, dest) = (p.clone(), dest_of(p));
+        layered.push(if rw {
+            (3, Mount::Bind { src, dest })
+        } else {
+            (4, Mount::RoBind { src, dest })
+        });
+    }
+    for p in &protected.made {
+        held.insert(
+            p.clone(),
+            Held {
+                dir: true,
+                id: None,
+            },
+        );
+        let (src, dest) = (p.clone(), dest_of(p));
+        layered.push((3, Mount::Bind { src, dest }));
+    }
+    for (p, kind) in &s.placeholders {
+        let dir = *kind == PlaceholderKind::Dir;
+        held.insert(p.clone(), Held { dir, id: None });
+        layered.push((
+            4,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: dest_of(p),
+            },
+        ));
+    }
+    Ok(protected)
+}
+
+/// The host paths the sandbox can write: the sources of the read-write binds.
+fn writable_of(mounts: &[Mount]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for src in rw_sources(mounts) {
+        if !out.iter().any(|w| src.starts_with(w)) {
+            out.push(src.to_path_buf());
+        }
+    }
+    out
+}
+
+fn rw_sources(mounts: &[Mount]) -> impl Iterator<Item = &Path> {
+    mounts.iter().filter_map(|m| match m {
+        Mount::Bind { src, .. } | Mount::BindFd { src, rw: true, .. } => Some(src.as_path()),
+        _ => None,
+    })
 }
 
 fn held_from(meta: &std::fs::Metadata) -> Held {

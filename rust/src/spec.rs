@@ -49,6 +49,11 @@ pub struct Spec {
     /// Files exposed read-only at their real paths.
     #[serde(default)]
     pub ro_files: Vec<String>,
+    /// Files or directories exposed read-write although programs on the host run or obey them
+    /// (shell start-up files, git's global config, systemd user units, `PATH` directories…),
+    /// which rwDirs/rwFiles keep read-only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rw_host_config: Vec<String>,
     /// Extra environment variables set inside the sandbox.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -185,6 +190,7 @@ impl Spec {
             ("rwFiles", &self.rw_files),
             ("roDirs", &self.ro_dirs),
             ("roFiles", &self.ro_files),
+            ("rwHostConfig", &self.rw_host_config),
             ("upstreamCaFiles", &self.upstream_ca_files),
             ("allowedSockets", &self.allowed_sockets),
         ] {

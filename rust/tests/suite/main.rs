@@ -17,6 +17,7 @@ mod launcher;
 mod network;
 mod nix_daemon;
 mod pid1;
+mod protect;
 mod quarantine;
 mod session;
 mod setid;
