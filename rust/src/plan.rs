@@ -691,14 +691,22 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             dest: host.cwd.clone(),
         },
     ));
+    // A git dir or pin inside a path declared read-only stays read-only: a pin grants only
+    // what was writable anyway (regression: `--ro src` with `core.hooksPath = src/hooks`
+    // pinned `src` read-write).
+    let declared_ro: Vec<&PathBuf> = user_mounts
+        .iter()
+        .filter(|(src, dest, rw)| !rw && src == dest)
+        .map(|(src, _, _)| src)
+        .collect();
     for d in &git_rw {
-        layered.push((
-            3,
-            Mount::Bind {
-                src: d.clone(),
-                dest: d.clone(),
-            },
-        ));
+        let (src, dest) = (d.clone(), d.clone());
+        let m = if declared_ro.iter().any(|r| d.starts_with(r)) {
+            Mount::RoBind { src, dest }
+        } else {
+            Mount::Bind { src, dest }
+        };
+        layered.push((3, m));
     }
     for p in &git_ro {
         layered.push((

@@ -234,3 +234,40 @@ fn a_bash_login_file_that_cannot_be_held_is_refused() {
     assert_eq!(o.stdout, "ran\n", "{o:?}");
     assert_eq!(read(&f.home.join(".profile")), "# mine\n");
 }
+
+/// Regression: a git pin inside a path declared read-only made it writable again
+/// (`--ro src` with `core.hooksPath = src/hooks` pinned `src` read-write).
+#[test]
+fn a_git_pin_does_not_reopen_a_read_only_declared_dir() {
+    let f = Fixture::new();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .env("HOME", &f.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .arg("-C")
+            .arg(&f.proj)
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::create_dir_all(f.proj.join("src/hooks")).unwrap();
+    let file = f.write("home/proj/src/a", "orig\n");
+    git(&["config", "core.hooksPath", "src/hooks"]);
+    let o = run(f.sh(
+        &["--no-network", "--ro", "src"],
+        "echo pwn > src/a; echo y > src/new; touch src/hooks/post-checkout; \
+         git status --porcelain >/dev/null && echo git-ok",
+    ));
+    assert_eq!(o.stdout, "git-ok\n", "{o:?}");
+    assert_eq!(read(&file), "orig\n");
+    assert!(!f.proj.join("src/new").exists());
+    assert!(!f.proj.join("src/hooks/post-checkout").exists());
+    // The allowed counterpart: the rest of the project stays writable.
+    assert_eq!(
+        ok(f.sh(&["--no-network", "--ro", "src"], "echo z > b && cat b")),
+        "z\n"
+    );
+}
