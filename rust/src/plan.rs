@@ -531,6 +531,28 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         }
     }
 
+    // A repository at the top of a declared read-write directory (`--rw ~/other-repo`) gets
+    // the launch repository's protection (hooks, config, … read-only, pinned) in every git
+    // dir it owns; only what lies inside that directory is taken, it grants nothing more.
+    for d in declared.iter().filter(|d| d.rw && d.kind == Kind::Dir) {
+        if std::fs::canonicalize(&d.path).ok().as_ref() != Some(&d.path)
+            || d.path == host.cwd
+            || std::fs::symlink_metadata(d.path.join(".git")).is_err()
+        {
+            continue;
+        }
+        if let GitView::Repo(layout) = git::inspect(&d.path, &host.home)? {
+            if layout.root != d.path {
+                continue;
+            }
+            let inside = |p: &PathBuf| p.starts_with(&d.path);
+            git_rw.extend(layout.rw_dirs.into_iter().filter(inside));
+            git_ro.extend(layout.ro_paths.into_iter().filter(inside));
+            placeholders.extend(layout.placeholders.into_iter().filter(|(p, _)| inside(p)));
+            warnings.extend(layout.notes);
+        }
+    }
+
     permitted_roots.push(host.cwd.clone());
     permitted_roots.extend(repo_root.iter().cloned());
     permitted_roots.extend(git_rw.iter().cloned());

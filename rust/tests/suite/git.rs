@@ -722,3 +722,28 @@ fn no_identity_is_invented() {
         "Agent <agent@example.org>\n"
     );
 }
+
+/// Every git dir, not only the launch repository's: a repository at the top of a declared
+/// read-write directory (`--rw ~/other-repo`) gets the same protection, while its working
+/// tree stays writable.
+#[test]
+fn a_repository_in_a_declared_rw_dir_is_protected_too() {
+    let f = Fixture::new();
+    let other = f.home.join("other-repo");
+    init_repo(&f, &other);
+    let before = snapshot(&[other.join(".git/config")]);
+    let script = format!(
+        "cd '{o}'; printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/post-checkout 2>/dev/null || echo hook-refused; \
+         git config core.fsmonitor 'touch pwned' 2>/dev/null || echo config-refused; \
+         echo x > README && git commit -qam edit && echo committed",
+        o = other.display()
+    );
+    let o = run(f.sh(&flags(&["--rw", other.to_str().unwrap()]), &script));
+    assert_eq!(
+        o.stdout, "hook-refused\nconfig-refused\ncommitted\n",
+        "{o:?}"
+    );
+    assert_unchanged(&before);
+    assert!(!other.join(".git/hooks/post-checkout").exists());
+    assert_eq!(commit_count(&f, &other, "HEAD"), 2);
+}
