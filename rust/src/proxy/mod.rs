@@ -123,6 +123,10 @@ pub enum ProxyError {
     Bind(std::io::Error),
     #[error("cannot start the proxy's runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(
+        "the proxy cannot tell which addresses are the host's own: {0}. Fix: make sure rtnetlink works for your user, or use --no-network"
+    )]
+    HostAddresses(String),
 }
 
 /// A proxy listening on `addr`. Dropping it stops it too; [`RunningProxy::shutdown`] also
@@ -206,7 +210,7 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
         allowed_local_ports: config.allowed_local_ports.clone(),
         overrides: config.dial_overrides.clone(),
         connect_timeout: config.limits.connect_timeout,
-        host_addrs: host_addresses(),
+        host_addrs: host_addresses()?,
     });
     let client = |h1_only| {
         Client::builder(TokioExecutor::new())
@@ -292,12 +296,23 @@ impl Drop for RunningProxy {
     }
 }
 
+/// What the host answers on itself. Linux: the interfaces' addresses and the prefixes of the
+/// local routing table (the same set open mode cuts off).
 #[cfg(target_os = "linux")]
-fn host_addresses() -> Vec<std::net::IpAddr> {
-    crate::linux::netns::host_addresses()
+fn host_addresses() -> Result<Vec<upstream::HostPrefix>, ProxyError> {
+    // Fail closed: without the local table, part of the host would stay dialable.
+    let prefixes = crate::linux::netns::host_prefixes()
+        .map_err(|e| ProxyError::HostAddresses(e.to_string()))?;
+    Ok(prefixes
+        .iter()
+        .map(|p| upstream::HostPrefix {
+            addr: p.addr(),
+            len: p.bits(),
+        })
+        .collect())
 }
 
 #[cfg(not(target_os = "linux"))]
-fn host_addresses() -> Vec<std::net::IpAddr> {
-    Vec::new()
+fn host_addresses() -> Result<Vec<upstream::HostPrefix>, ProxyError> {
+    Ok(Vec::new())
 }

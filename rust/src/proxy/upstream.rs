@@ -87,16 +87,42 @@ fn private_reason(loopback_port: Option<u16>) -> String {
 /// exemption covers loopback only: a LAN, link-local or host interface address is refused on
 /// every port (a service bound to 0.0.0.0 answers there, and a rebinding name must not reach
 /// the LAN). Pure.
-pub(crate) fn dialable(
-    addr: SocketAddr,
-    allowed_local_ports: &[u16],
-    host_addrs: &[IpAddr],
-) -> bool {
+pub(crate) fn dialable(addr: SocketAddr, allowed_local_ports: &[u16], host: &[HostPrefix]) -> bool {
     let ip = addr.ip();
     if ip.is_loopback() {
         return allowed_local_ports.contains(&addr.port());
     }
-    non_public(ip).is_none() && !host_addrs.contains(&ip)
+    non_public(ip).is_none() && !host.iter().any(|p| p.contains(ip))
+}
+
+/// An address prefix the host answers on itself: one of its interfaces' addresses (`/32`,
+/// `/128`) or a prefix its local routing table delivers to it (`ip route add local
+/// 203.0.113.0/24 dev lo`), public-looking or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostPrefix {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+impl HostPrefix {
+    /// Whether `ip` lies in the prefix (same family only).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(p), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.len.min(32)))
+                    .unwrap_or(0);
+                u32::from(p) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(p), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len.min(128)))
+                    .unwrap_or(0);
+                u128::from(p) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Where names go and which destinations are acceptable. Shared by the tunnel path (raw
@@ -107,9 +133,10 @@ pub(crate) struct Dialer {
     pub allowed_local_ports: Vec<u16>,
     pub overrides: BTreeMap<(String, u16), SocketAddr>,
     pub connect_timeout: Duration,
-    /// The host's own interface addresses: as off-limits as its loopback (a service bound to
-    /// 0.0.0.0 answers on them), even when they are public.
-    pub host_addrs: Vec<IpAddr>,
+    /// What the host answers on itself (its interfaces' addresses, its local routing table):
+    /// as off-limits as its loopback (a service bound to 0.0.0.0 answers there), even when
+    /// public.
+    pub host_addrs: Vec<HostPrefix>,
 }
 
 impl Dialer {
@@ -440,7 +467,10 @@ mod tests {
     /// exemption is for host loopback alone.
     #[test]
     fn local_port_exemption_covers_host_loopback_only() {
-        let host: IpAddr = "198.51.100.1".parse().unwrap();
+        let host = HostPrefix {
+            addr: "198.51.100.1".parse().unwrap(),
+            len: 32,
+        };
         let allowed = [80, 443, 5432];
         let cases: &[(&str, bool)] = &[
             ("93.184.215.14:443", true),
@@ -473,6 +503,23 @@ mod tests {
         // With no local port allowed, loopback is refused like the rest.
         assert!(!dialable("127.0.0.1:443".parse().unwrap(), &[], &[host]));
         assert!(dialable("93.184.215.14:443".parse().unwrap(), &[], &[host]));
+        // A public-looking prefix the host's local routing table takes as its own.
+        let local = HostPrefix {
+            addr: "203.0.113.0".parse().unwrap(),
+            len: 24,
+        };
+        assert!(!dialable("203.0.113.7:443".parse().unwrap(), &[], &[local]));
+        assert!(dialable("203.0.114.7:443".parse().unwrap(), &[], &[local]));
+        let v6 = HostPrefix {
+            addr: "2001:db8::".parse().unwrap(),
+            len: 32,
+        };
+        assert!(!dialable(
+            "[2001:db8:1::5]:443".parse().unwrap(),
+            &[],
+            &[v6]
+        ));
+        assert!(dialable("93.184.215.14:443".parse().unwrap(), &[], &[v6]));
     }
 
     #[test]

@@ -789,3 +789,27 @@ fn open_mode_cuts_off_local_routes_that_appear_later() {
         "a local route added during the session was reachable"
     );
 }
+
+/// The filtered-mode sibling of the local-table cut: an allowed name (here an IP literal)
+/// inside a prefix the host's local routing table takes as its own is never dialled, however
+/// public it looks (a service bound to 0.0.0.0 would answer there).
+#[test]
+fn filtered_mode_refuses_prefixes_of_the_hosts_local_table() {
+    if !is_root() {
+        eprintln!("SKIPPED: adding a route on the host needs root");
+        return;
+    }
+    let _v4 = HostLocalRoute::add("203.0.113.128/25");
+    let _v6 = HostLocalRoute::add("2001:db8:9::/64");
+    let f = Fixture::new();
+    let o = run(f.sh(
+        &["--allow-domain", "203.0.113.130", "--allow-domain", "[2001:db8:9::5]"],
+        "for u in http://203.0.113.130/ 'http://[2001:db8:9::5]/'; do \
+           curl -s -m 5 -i \"$u\" | grep -i -e '^HTTP/' -e '^x-agent-sandbox-denied' | tr -d '\\r'; done",
+    ));
+    assert_eq!(
+        o.stdout,
+        "HTTP/1.1 403 Forbidden\nx-agent-sandbox-denied: private-address\n".repeat(2),
+        "the proxy dialled a prefix of the host's local table: {o:?}"
+    );
+}
