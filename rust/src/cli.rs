@@ -466,6 +466,9 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         lowest_bridged_port: if target == "macos" { 1 } else { 1024 },
         caller_path: std::env::var_os("PATH").unwrap_or_default(),
     };
+    if !a.dry_run {
+        eprint!("{}", crate::quarantine::at_start(&host.cwd).render());
+    }
     let mut plan = plan::build(&spec, &a.command, &host)?;
     check_session_dir_hidden(&plan, &session_dir)?;
 

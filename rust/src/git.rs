@@ -33,12 +33,14 @@
 //!
 //! # Known limits
 //! - A bind mount cannot stop the agent from *creating* a `commondir` file in a git dir it
-//!   may write (an empty placeholder breaks git). One planted during a session redirects
-//!   git on the host until the next launch, which then refuses to start (`StrayCommondir`).
+//!   may write (an empty placeholder breaks git). `quarantine` moves such files aside while
+//!   the session runs (the repository's git dirs are watched), when it ends and at the next
+//!   start; if one is still found here, planning refuses (`StrayCommondir`).
 //! - New `<gitdir>/modules/<name>` directories and `.git` files in not-yet-checked-out
-//!   submodule paths can be created; git on the host uses them only after the user runs
-//!   `git submodule update`/`absorbgitdirs` or checks the submodule out.
-//! - Nested repositories the agent creates itself are the agent's; so is their config.
+//!   submodule paths can be created; `quarantine` strips what would run programs from the
+//!   configs and hooks written during the session when it ends.
+//! - Nested repositories the agent creates itself are not protected while the session runs;
+//!   `quarantine` deals with their config and hooks when it ends.
 //! - Programs named by config (`core.fsmonitor = ./x`, `!`-aliases, filter drivers) are
 //!   protected when the first word of the command is a path; shell snippets are not parsed.
 

@@ -390,6 +390,45 @@ fn write_new(path: &Path, contents: &[u8]) -> io::Result<()> {
     f.write_all(contents)
 }
 
+/// At every start, before planning: the git directory of the repository around `cwd` (the
+/// nearest `.git` above it, a directory or the one a `.git` file names) is swept for stray
+/// `commondir`/`gitdir` files, in its worktrees and modules too. They can only be there if an
+/// earlier session's sweeps did not run (the machine went down mid-session); quarantined, the
+/// launch goes on instead of refusing. Nothing else is touched: configs and hooks are judged
+/// by the session that wrote them.
+pub fn at_start(cwd: &Path) -> Report {
+    let mut gitdir = None;
+    for dir in cwd.ancestors() {
+        let dot = dir.join(".git");
+        match fs::symlink_metadata(&dot) {
+            Ok(m) if m.is_dir() => gitdir = Some(dot),
+            Ok(m) if m.is_file() => {
+                let target = read_small(&dot).ok().and_then(|raw| {
+                    let text = String::from_utf8_lossy(&raw).trim_end().to_string();
+                    text.strip_prefix("gitdir: ").map(|t| dir.join(t))
+                });
+                gitdir = target.and_then(|t| fs::canonicalize(t).ok());
+            }
+            _ => continue,
+        }
+        break;
+    }
+    let Some(gitdir) = gitdir.filter(|g| is_git_dir(g)) else {
+        return Report::default();
+    };
+    // A linked worktree's git dir lives in <common>/worktrees/<name>: sweep from <common>.
+    let common = match gitdir.parent() {
+        Some(p) if p.file_name().is_some_and(|n| n == "worktrees") => {
+            p.parent().map(Path::to_path_buf).unwrap_or(gitdir)
+        }
+        _ => gitdir,
+    };
+    sweep(&SweepSpec {
+        roots: vec![common],
+        since_nanos: u128::MAX,
+    })
+}
+
 /// The sentinel: `agent-sandbox __sweep SESSION_DIR`, started by the launcher before the
 /// sandbox with a pipe on stdin. The launcher writes `pid PID` once the sandbox (bwrap, or sandbox-exec) runs
 /// and `done` after its own sweep. End of file without `done` means the launcher died: wait

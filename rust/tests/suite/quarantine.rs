@@ -239,3 +239,32 @@ fn a_commondir_is_quarantined_while_the_session_runs() {
     assert!(host_git_status(&f, &f.proj));
     assert!(!marker.exists());
 }
+
+/// Item 1, "at every start": a stray commondir left behind (the machine went down before any
+/// sweep ran) is quarantined before planning, and the launch goes on.
+#[test]
+fn a_stray_commondir_left_behind_is_quarantined_at_start() {
+    let f = Fixture::new();
+    init_repo(&f, &f.proj);
+    std::fs::create_dir_all(f.proj.join(".git/evc")).unwrap();
+    std::fs::write(f.proj.join(".git/commondir"), "evc\n").unwrap();
+    let o = run(f.sh(&flags(&[]), "echo started"));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "started\n");
+    assert!(
+        o.stderr.contains(&format!(
+            "agent-sandbox: quarantine: {}: a commondir where git never writes one",
+            f.proj.join(".git/commondir").display()
+        )),
+        "{o:?}"
+    );
+    assert!(!f.proj.join(".git/commondir").exists());
+    // From a subdirectory of the repository, too.
+    std::fs::write(f.proj.join(".git/commondir"), "evc\n").unwrap();
+    std::fs::create_dir_all(f.proj.join("sub")).unwrap();
+    let mut c = f.sh(&flags(&[]), "echo started");
+    c.current_dir(f.proj.join("sub"));
+    let o = run(c);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!f.proj.join(".git/commondir").exists());
+}
