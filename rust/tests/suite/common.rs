@@ -149,3 +149,31 @@ pub fn eventually(within: std::time::Duration, mut cond: impl FnMut() -> bool) -
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Leaves `files` open in the spawned launcher at the given descriptor numbers, as `exec
+/// 7<~/proj` in the calling shell would (open across exec, not close-on-exec). The files
+/// must outlive the spawn.
+pub fn leak_fds(c: &mut Command, files: &[(&std::fs::File, i32)]) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let pairs: Vec<(i32, i32)> = files.iter().map(|(f, n)| (f.as_raw_fd(), *n)).collect();
+    // SAFETY: dup2 is async-signal-safe; `pairs` was allocated before the fork.
+    unsafe {
+        c.pre_exec(move || {
+            for &(fd, want) in &pairs {
+                if libc::dup2(fd, want) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// `agent-sandbox run [extra…] -- python3 -c CODE` (python3 is the host's, exposed in
+/// host-system mode): raw syscalls through ctypes.
+pub fn py(f: &Fixture, extra: &[&str], code: &str) -> Out {
+    let mut c = f.cmd();
+    c.arg("run").args(extra).args(["--", "python3", "-c", code]);
+    run(c)
+}

@@ -3,7 +3,6 @@
 //! none of its helpers, and the session log holds no environment values.
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use crate::common::*;
@@ -86,18 +85,7 @@ fn leaked_descriptors_reach_no_process_of_the_session() {
     let mut c = f.sh(&[], &format!("touch ready; sleep {marker}"));
     let home = std::fs::File::open(&f.home).unwrap();
     let key = std::fs::File::open(&secret).unwrap();
-    use std::os::fd::AsRawFd;
-    let (a, b) = (home.as_raw_fd(), key.as_raw_fd());
-    unsafe {
-        c.pre_exec(move || {
-            for (fd, want) in [(a, 7), (b, 9)] {
-                if libc::dup2(fd, want) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    leak_fds(&mut c, &[(&home, 7), (&key, 9)]);
     c.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = c.spawn().unwrap();

@@ -4,13 +4,6 @@
 
 use crate::common::*;
 
-/// A python3 snippet run inside; python3 is on the host, exposed in host-system mode.
-fn py(f: &Fixture, extra: &[&str], code: &str) -> Out {
-    let mut c = f.cmd();
-    c.arg("run").args(extra).args(["--", "python3", "-c", code]);
-    run(c)
-}
-
 /// Regression (issue 9, item 3): with `--allow-local-port` the init started its bridge
 /// threads before it installed the filter, which covered only the calling thread.
 #[test]
@@ -103,20 +96,7 @@ fn descriptors_the_launcher_inherited_do_not_reach_the_sandbox() {
     );
     let home = std::fs::File::open(&f.home).unwrap();
     let secret = std::fs::File::open(f.home.join(".ssh/id_ed25519")).unwrap();
-    use std::os::fd::AsRawFd;
-    let (dir_fd, file_fd) = (home.as_raw_fd(), secret.as_raw_fd());
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        c.pre_exec(move || {
-            // As `exec 7<~ 9<~/.ssh/id_ed25519` would leave them: open across exec.
-            for (fd, want) in [(dir_fd, 7), (file_fd, 9)] {
-                if libc::dup2(fd, want) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    leak_fds(&mut c, &[(&home, 7), (&secret, 9)]);
     let o = run(c);
     assert!(!o.stdout.contains("PRIVATE-KEY"), "{o:?}");
     let lines: Vec<&str> = o.stdout.lines().collect();

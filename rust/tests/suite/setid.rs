@@ -39,10 +39,7 @@ for bits, label in [(0o4755, "suid"), (0o2755, "sgid"), (0o755, "plain")]:
 suid = [e.name for e in os.scandir(".") if os.stat(e.name).st_mode & 0o6000]
 print("with bits:", suid)
 "#;
-    let mut c = f.cmd();
-    c.arg("run")
-        .args(["--no-network", "--", "python3", "-c", code]);
-    let o = run(c);
+    let o = py(&f, &["--no-network"], code);
     assert_eq!(o.code, 0, "{o:?}");
     let eperm = ["EPERM"; 11].join(" ");
     assert!(o.stdout.contains(&format!("suid {eperm}\n")), "{o:?}");
@@ -94,10 +91,7 @@ for name, nr, args in [("io_uring_setup", 425, (8, params)), ("io_uring_enter", 
     print(name, "ok" if rc >= 0 else os.strerror(ctypes.get_errno()))
 print("open", open("/etc/hosts").read(0) == "")
 "#;
-    let mut c = f.cmd();
-    c.arg("run")
-        .args(["--no-network", "--", "python3", "-c", code]);
-    let o = run(c);
+    let o = py(&f, &["--no-network"], code);
     assert_eq!(o.code, 0, "{o:?}");
     for name in [
         "io_uring_setup",
