@@ -680,7 +680,7 @@ fn launch(
         .map(|(h, exe, opts)| netns::enter_prefix(exe, h.pid(), opts))
         .unwrap_or_default();
     let inherit: Vec<_> = held.iter().map(|fd| fd.as_fd()).collect();
-    let (spec, mut sentinel) = start_sentinel(&writable, session_dir)?;
+    let (spec, mut sentinel) = start_sentinel(plan, session_dir)?;
     // Fail closed: a repository whose git dirs cannot be watched is not started.
     let rw_binds: Vec<PathBuf> = plan.rw_bind_sources().map(Path::to_path_buf).collect();
     let watch = crate::quarantine::Watch::start(&rw_binds)
@@ -738,13 +738,13 @@ fn launch(
 /// The exit sweep's spec (the session starts now) and its sentinel, which sweeps if this
 /// process dies before it does (see `quarantine`).
 fn start_sentinel(
-    writable: &[PathBuf],
+    plan: &Plan,
     session_dir: &Path,
 ) -> anyhow::Result<(crate::quarantine::SweepSpec, crate::quarantine::Sentinel)> {
     let exe = std::env::current_exe().context("cannot locate the agent-sandbox executable")?;
     // Fail closed: without the sentinel a killed launcher would leave the agent's git
     // redirections and hooks for host git to obey.
-    crate::quarantine::Sentinel::start(&exe, session_dir, writable.to_vec())
+    crate::quarantine::Sentinel::start(&exe, session_dir, plan.writable_sources(), plan.binds())
         .context("cannot start the exit sweep's sentinel process")
 }
 
@@ -842,7 +842,7 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
             Ok(())
         });
     }
-    let (spec, mut sentinel) = start_sentinel(&plan.writable_sources(), &dir)?;
+    let (spec, mut sentinel) = start_sentinel(&plan, &dir)?;
     let mut child = cmd.spawn().context("cannot run /usr/bin/sandbox-exec")?;
     sentinel.sandbox_started(child.id());
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);

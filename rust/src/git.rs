@@ -1212,21 +1212,37 @@ pub(crate) fn host_executes(entry: &Entry) -> bool {
         | ("diff", "external")
         | ("interactive", "difffilter")
         | ("include", "path") => !sub,
-        ("gpg", "program") => true,
+        ("gpg", "program" | "defaultkeycommand") => true,
+        ("sendemail", "smtpserver" | "tocmd" | "cccmd" | "headercmd") => true,
         ("includeif", "path")
+        | ("hook", "command")
+        | ("trailer", "command" | "cmd")
         | ("diff", "command" | "textconv")
         | ("merge", "driver")
         | ("filter", _)
         | ("difftool" | "mergetool", "cmd" | "path")
         | ("browser" | "man", "cmd" | "path")
         | ("remote", "uploadpack" | "receivepack" | "vcs") => sub,
-        // `protocol.ext.allow` lets `ext::` remote URLs run commands.
-        ("protocol", "allow") => entry.subsection.as_deref() == Some(b"ext"),
+        ("tar", "command") | ("guitool", "cmd") | ("lfs", "path" | "args") => sub,
+        ("imap", "tunnel") => true,
+        // `protocol.allow` / `protocol.<name>.allow` let `ext::` URLs run commands.
+        ("protocol", "allow") => true,
         ("submodule", "update") => sub && value.starts_with(b"!"),
-        // Other helper values are `git credential-<name>`, not a path.
-        ("credential", "helper") => value.starts_with(b"!") || value.starts_with(b"/"),
+        // git runs `git credential-<value>` through the shell: only a plain helper name with
+        // plain arguments (`store --file ~/.c`) is no shell snippet.
+        ("credential", "helper") => {
+            !value
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b" -_.=~/:".contains(b))
+                || value.starts_with(b"/")
+        }
         ("alias", _) => value.starts_with(b"!"),
-        _ => false,
+        // An `ext::` URL is a command line (`remote.*.url`, `submodule.*.url`, `insteadOf`).
+        ("url", _) => entry
+            .subsection
+            .as_deref()
+            .is_some_and(|s| s.starts_with(b"ext::")),
+        _ => value.len() >= 5 && value[..5].eq_ignore_ascii_case(b"ext::"),
     }
 }
 

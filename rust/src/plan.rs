@@ -233,6 +233,26 @@ impl Plan {
         writable_of(&self.mounts)
     }
 
+    /// Every bind as host paths with whether it is read-write: its destination (binds sit at
+    /// their real paths) and, where it differs, its source (a declared link's target, where
+    /// writes through it land).
+    pub fn binds(&self) -> Vec<(PathBuf, bool)> {
+        let mut out = Vec::new();
+        for m in &self.mounts {
+            let (src, dest, rw) = match m {
+                Mount::Bind { src, dest } => (src, dest, true),
+                Mount::RoBind { src, dest } => (src, dest, false),
+                Mount::BindFd { src, dest, rw, .. } => (src, dest, *rw),
+                _ => continue,
+            };
+            out.push((dest.clone(), rw));
+            if src != dest {
+                out.push((src.clone(), rw));
+            }
+        }
+        out
+    }
+
     /// The source of every read-write bind, in mount order (nested ones included: the git
     /// dirs and their pins inside the launch directory).
     pub fn rw_bind_sources(&self) -> impl Iterator<Item = &Path> {

@@ -43,6 +43,12 @@ pub const SPEC_FILE: &str = "sweep.json";
 pub struct SweepSpec {
     /// Canonical host paths the sandbox could write.
     pub roots: Vec<PathBuf>,
+    /// Every bind inside the sandbox (destination, read-write?): a path whose deepest bind is
+    /// read-only (git's protected files, declared read-only paths, host programs' paths) could
+    /// not be written by the agent, so it is left as it is whatever its age (the launch
+    /// repository's own config among them).
+    #[serde(default)]
+    pub binds: Vec<(PathBuf, bool)>,
     /// The session's start, as nanoseconds since the epoch: ctimes after it count as written
     /// during the session. It is the change time of [`SPEC_FILE`] itself, written just before
     /// the sandbox starts, so it comes from the clock the kernel stamps ctimes with (which
@@ -94,6 +100,7 @@ impl Report {
 pub fn sweep(spec: &SweepSpec) -> Report {
     let mut s = Sweeper {
         since: spec.since_nanos,
+        binds: spec.binds.clone(),
         seen: 0,
         report: Report::default(),
         visited: std::collections::BTreeSet::new(),
@@ -108,6 +115,7 @@ pub fn sweep(spec: &SweepSpec) -> Report {
 
 struct Sweeper {
     since: u128,
+    binds: Vec<(PathBuf, bool)>,
     seen: usize,
     report: Report,
     /// Git directories already checked (a `.git` file and the walk can both lead to one).
@@ -118,13 +126,17 @@ fn ctime_nanos(m: &fs::Metadata) -> u128 {
     (m.ctime().max(0) as u128) * 1_000_000_000 + m.ctime_nsec().max(0) as u128
 }
 
-/// A git directory: `HEAD` and `objects/` (a full one), or `HEAD` and `commondir` (a linked
-/// worktree's).
+/// A git directory as host git would take one, over-approximated (checking one too many is
+/// harmless): an entry named `HEAD`, of any type (git accepts a symlink to `refs/…`), and one
+/// named `objects`, `refs` or `commondir`, of any type (git follows links there too).
 fn is_git_dir(dir: &Path) -> bool {
-    let file = |n: &str| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
-    let subdir = |n: &str| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir());
-    file("HEAD") && (subdir("objects") || file("commondir"))
+    let exists = |n: &str| fs::symlink_metadata(dir.join(n)).is_ok();
+    exists("HEAD") && (exists("objects") || exists("refs") || exists("commondir"))
 }
+
+/// What a git dir's freshness is read from: an entry appearing in it, or being renamed into
+/// place, changes the dir's or that entry's change time.
+const GIT_DIR_MARKERS: [&str; 5] = [".", "HEAD", "objects", "refs", "commondir"];
 
 impl Sweeper {
     fn written(&self, m: &fs::Metadata) -> bool {
@@ -141,15 +153,20 @@ impl Sweeper {
                 ));
                 return;
             }
-            if is_git_dir(&dir) {
-                self.git_dir(&dir);
-                // Inside a git dir only these hold further git dirs; objects/ is left alone.
-                stack.extend(["modules", "worktrees"].map(|n| dir.join(n)));
-                continue;
-            }
-            let Ok(entries) = fs::read_dir(&dir) else {
+            let Some(entries) = self.read_dir(&dir) else {
                 continue;
             };
+            if is_git_dir(&dir) {
+                self.git_dir(&dir);
+                // Everything in a git dir but its objects (large, and only git's): a git dir
+                // hidden in `.git/evil` is as reachable for host git as one in `modules/`.
+                for e in entries.flatten() {
+                    if e.file_name() != "objects" && e.file_type().is_ok_and(|t| t.is_dir()) {
+                        stack.push(e.path());
+                    }
+                }
+                continue;
+            }
             for entry in entries.flatten() {
                 self.seen += 1;
                 let path = entry.path();
@@ -159,6 +176,13 @@ impl Sweeper {
                 let Ok(ft) = entry.file_type() else { continue };
                 if ft.is_dir() {
                     stack.push(path);
+                } else if ft.is_symlink() && entry.file_name() == ".git" {
+                    // Host git follows a `.git` symlink: check the git dir it leads to.
+                    if let Ok(target) = fs::canonicalize(&path) {
+                        if is_git_dir(&target) {
+                            self.git_dir(&target);
+                        }
+                    }
                 } else if ft.is_file() {
                     if entry.file_name() == ".git" {
                         self.dot_git_file(&path);
@@ -169,6 +193,36 @@ impl Sweeper {
                 }
             }
         }
+    }
+
+    /// Lists `dir`. One the agent made unreadable (`chmod 311`) to hide what is inside is
+    /// opened up for its owner (the user) and listed; one that still cannot be listed is
+    /// reported as not swept, never skipped in silence.
+    fn read_dir(&mut self, dir: &Path) -> Option<fs::ReadDir> {
+        let first = match fs::read_dir(dir) {
+            Ok(rd) => return Some(rd),
+            Err(e) => e,
+        };
+        let ours = fs::symlink_metadata(dir)
+            .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw());
+        if ours && first.kind() == io::ErrorKind::PermissionDenied {
+            let mode = fs::symlink_metadata(dir)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0);
+            if fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o700)).is_ok() {
+                if let Ok(rd) = fs::read_dir(dir) {
+                    return Some(rd);
+                }
+            }
+        }
+        // A root may be a declared file, not a directory: nothing to list then.
+        if fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            self.report.incomplete.push(format!(
+                "could not read {}: {first}; check it yourself",
+                dir.display()
+            ));
+        }
+        None
     }
 
     /// A `.git` file: the git dir it names is checked too, wherever it lies inside a root
@@ -193,10 +247,33 @@ impl Sweeper {
             return;
         }
         self.pointers(dir);
+        // A git dir that became one during the session (HEAD or objects renamed into place,
+        // the dir itself moved there) has its config and hooks checked whatever their age:
+        // they may have been written in an earlier session, while it was no git dir.
+        let fresh = GIT_DIR_MARKERS
+            .iter()
+            .any(|n| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| self.written(&m)));
         for name in ["config", "config.worktree"] {
-            self.config(&dir.join(name));
+            self.config(&dir.join(name), fresh);
         }
-        self.hooks(&dir.join("hooks"));
+        self.hooks(&dir.join("hooks"), fresh);
+    }
+
+    /// Whether the deepest bind holding `path` was read-only in the sandbox (all of them, if
+    /// several are that deep: when in doubt, the path is checked).
+    fn is_protected(&self, path: &Path) -> bool {
+        let holding: Vec<&(PathBuf, bool)> = self
+            .binds
+            .iter()
+            .filter(|(p, _)| path.starts_with(p))
+            .collect();
+        let Some(depth) = holding.iter().map(|(p, _)| p.components().count()).max() else {
+            return false;
+        };
+        holding
+            .iter()
+            .filter(|(p, _)| p.components().count() == depth)
+            .all(|(_, rw)| !rw)
     }
 
     /// Stray `commondir` / `gitdir` files (see the module docs).
@@ -233,11 +310,11 @@ impl Sweeper {
         }
     }
 
-    fn config(&mut self, path: &Path) {
+    fn config(&mut self, path: &Path, fresh: bool) {
         let Ok(m) = fs::symlink_metadata(path) else {
             return;
         };
-        if !self.written(&m) {
+        if self.is_protected(path) || !(fresh || self.written(&m)) {
             return;
         }
         if !m.is_file() {
@@ -281,14 +358,18 @@ impl Sweeper {
         self.report.findings.push(Finding {
             path: path.to_path_buf(),
             found: format!(
-                "written during the session, sets {} (git on your host would run a program or read config or hooks from elsewhere)",
+                "{}, sets {} (git on your host would run a program or read config or hooks from elsewhere)",
+                if self.written(&m) { "written during the session" } else { "in a git dir made during the session" },
                 names.join(", ")
             ),
             done,
         });
     }
 
-    fn hooks(&mut self, dir: &Path) {
+    fn hooks(&mut self, dir: &Path, fresh: bool) {
+        if self.is_protected(dir) {
+            return;
+        }
         let Ok(entries) = fs::read_dir(dir) else {
             return;
         };
@@ -300,12 +381,18 @@ impl Sweeper {
             };
             let name = path.file_name().unwrap_or_default().to_string_lossy();
             let runnable = m.file_type().is_symlink() || m.permissions().mode() & 0o111 != 0;
-            if runnable && self.written(&m) && !name.ends_with(".sample") && !name.contains(SUFFIX)
+            if runnable
+                && (fresh || self.written(&m))
+                && !name.ends_with(".sample")
+                && !name.contains(SUFFIX)
+                && !self.is_protected(&path)
             {
-                self.quarantine(
-                    &path,
-                    "an executable git hook written during the session".into(),
-                );
+                let when = if self.written(&m) {
+                    "written during the session"
+                } else {
+                    "in a git dir made during the session"
+                };
+                self.quarantine(&path, format!("an executable git hook {when}"));
             }
         }
     }
@@ -425,6 +512,7 @@ pub fn at_start(cwd: &Path) -> Report {
     };
     sweep(&SweepSpec {
         roots: vec![common],
+        binds: Vec::new(),
         since_nanos: u128::MAX,
     })
 }
@@ -586,6 +674,7 @@ fn watch_loop(
             };
             let mut s = Sweeper {
                 since: 0,
+                binds: Vec::new(),
                 seen: 0,
                 report: Report::default(),
                 visited: Default::default(),
@@ -613,10 +702,12 @@ impl Sentinel {
         exe: &Path,
         session_dir: &Path,
         roots: Vec<PathBuf>,
+        binds: Vec<(PathBuf, bool)>,
     ) -> io::Result<(SweepSpec, Sentinel)> {
         use std::os::unix::process::CommandExt;
         let mut spec = SweepSpec {
             roots,
+            binds,
             since_nanos: 0,
         };
         let json = serde_json::to_vec(&spec).map_err(io::Error::other)?;

@@ -36,6 +36,7 @@ fn spec(roots: &[&Path], since_from_now_secs: i64) -> SweepSpec {
         .as_nanos() as i128;
     SweepSpec {
         roots: roots.iter().map(|p| p.to_path_buf()).collect(),
+        binds: Vec::new(),
         since_nanos: (now - since_from_now_secs as i128 * 1_000_000_000) as u128,
     }
 }
@@ -233,4 +234,181 @@ fn render_says_what_to_do() {
         "agent-sandbox: quarantine: /p/.git/commondir: f; d\nagent-sandbox: the agent wrote the files above; host programs would have run what they name. Check them before you restore anything.\nagent-sandbox: warning: the exit sweep stopped after 1 entries\n"
     );
     assert_eq!(Report::default().render(), "");
+}
+
+#[test]
+fn git_dirs_hidden_in_a_git_dir_or_behind_a_dot_git_link_are_checked() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo.join(".git"), &["init", "-q", "--bare", "evil"]);
+    git(
+        &repo.join(".git/evil"),
+        &["config", "core.pager", "touch /tmp/pwned"],
+    );
+    git(
+        &repo.join(".git/evil"),
+        &["config", "hook.pre-commit.command", "touch /tmp/pwned"],
+    );
+    fs::create_dir(repo.join("sub")).unwrap();
+    std::os::unix::fs::symlink("../.git/evil", repo.join("sub/.git")).unwrap();
+    let r = sweep(&spec(&[&repo], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [repo.join(".git/evil/config").as_path()], "{r:?}");
+    assert!(
+        r.findings[0]
+            .found
+            .contains("sets core.pager, hook.pre-commit.command"),
+        "{r:?}"
+    );
+}
+
+/// Review finding: a git dir whose HEAD (or objects) is a symlink, which host git accepts, was
+/// not taken for a git dir, and its config went unchecked.
+#[test]
+fn git_dirs_with_linked_head_or_objects_are_git_dirs() {
+    let f = fx();
+    for (name, how) in [("a", "head"), ("b", "objects")] {
+        let repo = f.root.join(name);
+        fs::create_dir(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        let g = repo.join(".git");
+        if how == "head" {
+            fs::remove_file(g.join("HEAD")).unwrap();
+            std::os::unix::fs::symlink("refs/heads/master", g.join("HEAD")).unwrap();
+        } else {
+            fs::rename(g.join("objects"), repo.join(".o")).unwrap();
+            std::os::unix::fs::symlink("../.o", g.join("objects")).unwrap();
+        }
+        git(
+            &repo,
+            &["config", "core.fsmonitor", "touch /tmp/pwned; false #"],
+        );
+    }
+    let r = sweep(&spec(&[&f.root], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    let (a, b) = (f.root.join("a/.git/config"), f.root.join("b/.git/config"));
+    assert_eq!(paths, [a.as_path(), b.as_path()], "{r:?}");
+}
+
+/// Review finding: a config written in an earlier session while its directory was no git dir
+/// (HEAD renamed away) slipped through once HEAD was renamed back: the git dir is new, so its
+/// config and hooks are checked whatever their age.
+#[test]
+fn a_git_dir_made_during_the_session_has_its_old_config_checked() {
+    let f = fx();
+    let repo = f.root.join("stage/r");
+    fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(
+        &repo,
+        &["config", "core.fsmonitor", "touch /tmp/pwned; false #"],
+    );
+    let hook = repo.join(".git/hooks/post-checkout");
+    fs::write(&hook, "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::rename(repo.join(".git/HEAD"), repo.join(".git/HEAD.x")).unwrap();
+    // "Session 1" ended: nothing is a git dir, nothing is reported.
+    assert!(sweep(&spec(&[&f.root], 60)).findings.is_empty());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let session2 = spec(&[&f.root], 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::rename(repo.join(".git/HEAD.x"), repo.join(".git/HEAD")).unwrap();
+    let r = sweep(&session2);
+    let lines: Vec<String> = r.findings.iter().map(|f| f.to_string()).collect();
+    assert_eq!(lines.len(), 2, "{r:?}");
+    assert!(
+        lines[0].contains(
+            "/stage/r/.git/config: in a git dir made during the session, sets core.fsmonitor"
+        ),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("/stage/r/.git/hooks/post-checkout: an executable git hook in a git dir made during the session"), "{lines:?}");
+}
+
+/// Review finding: a directory the agent made unreadable (`chmod 311`) hid a git dir from the
+/// sweep in silence. It is opened up for its owner and swept.
+#[test]
+fn unreadable_directories_are_opened_and_swept() {
+    let f = fx();
+    let hidden = f.root.join(".c");
+    fs::create_dir(&hidden).unwrap();
+    git(&hidden, &["init", "-q", "--bare", "g"]);
+    git(&hidden.join("g"), &["config", "core.sshCommand", "evil"]);
+    fs::set_permissions(&hidden, fs::Permissions::from_mode(0o311)).unwrap();
+    let r = sweep(&spec(&[&f.root], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [hidden.join("g/config").as_path()], "{r:?}");
+    assert!(r.incomplete.is_empty(), "{r:?}");
+}
+
+/// What was read-only inside the sandbox is never touched: the launch repository's own config
+/// (the user's `!` alias) stays as it is although its git dir changed during the session.
+#[test]
+fn read_only_binds_are_left_alone() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["config", "alias.lg", "!git log --oneline"]);
+    let mut s = spec(&[&repo], 60);
+    s.binds = vec![
+        (repo.clone(), true),
+        (repo.join(".git"), true),
+        (repo.join(".git/config"), false),
+        (repo.join(".git/hooks"), false),
+    ];
+    assert!(sweep(&s).findings.is_empty());
+    // Without the read-only bind the same config would be stripped.
+    s.binds.pop();
+    s.binds.pop();
+    assert_eq!(sweep(&s).findings.len(), 1);
+}
+
+/// Review finding: keys that run commands and were not stripped.
+#[test]
+fn every_key_that_runs_a_command_is_stripped() {
+    let f = fx();
+    let repo = f.root.join("r");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let bad = [
+        ("credential.helper", "x; touch /tmp/p #"),
+        ("credential.https://h.example.helper", "!touch /tmp/p"),
+        ("gpg.ssh.defaultKeyCommand", "touch /tmp/p"),
+        ("protocol.allow", "always"),
+        ("protocol.ext.allow", "always"),
+        ("remote.origin.url", "ext::sh -c touch% /tmp/p"),
+        ("url.ext::sh -c x.insteadOf", "https://h.example/"),
+        ("tar.tgz.command", "touch /tmp/p"),
+        ("trailer.sign.command", "touch /tmp/p"),
+        ("sendemail.smtpServer", "/tmp/p"),
+        ("imap.tunnel", "touch /tmp/p"),
+        ("hook.pre-commit.command", "touch /tmp/p"),
+        ("lfs.customtransfer.x.path", "/tmp/p"),
+        ("guitool.x.cmd", "touch /tmp/p"),
+    ];
+    let good = [
+        ("credential.helper", "store --file ~/.creds"),
+        ("remote.upstream.url", "https://h.example/r.git"),
+        ("user.name", "Someone"),
+    ];
+    for (k, v) in bad.iter().chain(&good) {
+        assert!(
+            git(&repo, &["config", "--add", k, v]).status.success(),
+            "{k}"
+        );
+    }
+    let r = sweep(&spec(&[&repo], 60));
+    assert_eq!(r.findings.len(), 1, "{r:?}");
+    let list = String::from_utf8(git(&repo, &["config", "--list", "--local"]).stdout).unwrap();
+    for (k, v) in &bad {
+        let line = format!("{k}={v}").to_ascii_lowercase();
+        let kept = list.lines().any(|l| l.to_ascii_lowercase() == line);
+        assert!(!kept, "{k} kept:\n{list}");
+    }
+    for (k, v) in &good {
+        assert!(list.contains(&format!("{k}={v}")), "{k} lost:\n{list}");
+    }
 }

@@ -15,6 +15,9 @@
 //!   `openat`, `creat` with `O_CREAT` or `O_TMPFILE`, `mknod`, `mknodat`). A setuid file left in
 //!   the project keeps its bit on the host, where it would run with the owner's rights (a
 //!   setuid-root shell after a root launch). `mkdir` cannot set these bits.
+//! * `setsockopt` of `SO_BINDTODEVICE`, `SO_BINDTOIFINDEX`, `IP_UNICAST_IF`,
+//!   `IPV6_UNICAST_IF`: with the outgoing interface chosen, the kernel sends a packet whose
+//!   route is unreachable on-link anyway, past the routes that cut the host off in open mode.
 //! * `openat2` (`ENOSYS`): its mode sits in a struct the filter cannot read, so it could create
 //!   a setuid file; libc and runtimes fall back to `openat` on `ENOSYS`, as on older kernels.
 //! * `io_uring_setup`/`_enter`/`_register` (`ENOSYS`): io_uring performs opens, connects and
@@ -35,6 +38,11 @@ const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 /// The mode bits that make an executable run with its owner's or group's rights.
 const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+/// Socket options that choose the outgoing interface (`<linux/socket.h>`, `<linux/in.h>`,
+/// `<linux/in6.h>`); libc lacks some of them.
+const SO_BINDTOIFINDEX: u64 = 62;
+const IP_UNICAST_IF: u64 = 50;
+const IPV6_UNICAST_IF: u64 = 76;
 /// `fchmodat2` (Linux 6.6); the same number on every architecture (the unified table).
 const SYS_FCHMODAT2: i64 = 452;
 
@@ -158,6 +166,23 @@ fn eperm_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>> {
         for nr in with_x32(&[nr]) {
             rules.insert(nr, set_id_mode(mode)?);
         }
+    }
+    // Choosing the outgoing interface makes the kernel take a destination whose route is
+    // unreachable for on-link (the "routing tables are wrong" fallback), which walks past the
+    // routes that cut the host off in open mode. Nothing a sandboxed agent runs needs it.
+    let sockopt_is = |level: u64, name: u64| -> Result<SeccompRule> {
+        let level = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, level)?;
+        let name = SeccompCondition::new(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, name)?;
+        Ok(SeccompRule::new(vec![level, name])?)
+    };
+    let interface_options = vec![
+        sockopt_is(libc::SOL_SOCKET as u64, libc::SO_BINDTODEVICE as u64)?,
+        sockopt_is(libc::SOL_SOCKET as u64, SO_BINDTOIFINDEX)?,
+        sockopt_is(libc::IPPROTO_IP as u64, IP_UNICAST_IF)?,
+        sockopt_is(libc::IPPROTO_IPV6 as u64, IPV6_UNICAST_IF)?,
+    ];
+    for nr in with_x32(&[libc::SYS_setsockopt]) {
+        rules.insert(nr, interface_options.clone());
     }
     for (nr, flags, mode) in opens {
         for nr in with_x32(&[nr]) {

@@ -813,3 +813,49 @@ fn filtered_mode_refuses_prefixes_of_the_hosts_local_table() {
         "the proxy dialled a prefix of the host's local table: {o:?}"
     );
 }
+
+/// Review finding: in open mode, a socket bound to the interface (`SO_BINDTODEVICE`, or the
+/// `*_UNICAST_IF` options) made the kernel send to the host's own address on-link, past the
+/// unreachable routes, and reached a host service bound to 0.0.0.0. The options are refused;
+/// the plain connect stays blocked.
+#[test]
+fn open_mode_host_is_unreachable_through_an_interface_bound_socket() {
+    let Some((_, host_service)) = fake_internet() else {
+        return;
+    };
+    let (ip, port) = host_service.split_once(':').unwrap();
+    let f = Fixture::new();
+    let code = format!(
+        r#"
+import socket
+ifs = [n for _, n in socket.if_nameindex() if n != "lo"]
+print("interfaces", len(ifs) > 0)
+for name, level, opt, val in [
+    ("SO_BINDTODEVICE", socket.SOL_SOCKET, 25, ifs[0].encode()),
+    ("SO_BINDTOIFINDEX", socket.SOL_SOCKET, 62, socket.if_nametoindex(ifs[0]).to_bytes(4, "little")),
+    ("IP_UNICAST_IF", socket.IPPROTO_IP, 50, socket.htonl(socket.if_nametoindex(ifs[0])).to_bytes(4, "little")),
+]:
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.setsockopt(level, opt, val)
+        s.connect(("{ip}", {port}))
+        print(name, "CONNECTED")
+    except OSError as e:
+        print(name, e.strerror)
+s = socket.socket(socket.AF_INET6)
+try:
+    s.setsockopt(socket.IPPROTO_IPV6, 76, socket.if_nametoindex(ifs[0]).to_bytes(4, "little"))
+    print("IPV6_UNICAST_IF set")
+except OSError as e:
+    print("IPV6_UNICAST_IF", e.strerror)
+"#
+    );
+    let o = py(&f, &[], &code);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(
+        o.stdout,
+        "interfaces True\nSO_BINDTODEVICE Operation not permitted\nSO_BINDTOIFINDEX Operation not permitted\nIP_UNICAST_IF Operation not permitted\nIPV6_UNICAST_IF Operation not permitted\n",
+        "{o:?}"
+    );
+}

@@ -268,3 +268,40 @@ fn a_stray_commondir_left_behind_is_quarantined_at_start() {
     assert_eq!(o.code, 0, "{o:?}");
     assert!(!f.proj.join(".git/commondir").exists());
 }
+
+/// Review finding: a nested repository whose `.git/HEAD` is a symlink (git accepts it) was
+/// no git dir to the sweep; added to the outer index as a gitlink, a plain `git status` in
+/// the user's project then ran its fsmonitor.
+#[test]
+fn a_nested_repository_with_a_linked_head_is_swept() {
+    let f = Fixture::new();
+    init_repo(&f, &f.proj);
+    git(&f, &f.proj, &["config", "alias.lg", "!git log --oneline"]);
+    let config_before = std::fs::read(f.proj.join(".git/config")).unwrap();
+    let marker = f.root().join("pwned");
+    let script = format!(
+        "git init -q sub5 && cd sub5 && git commit -q --allow-empty -m x && cd .git && rm HEAD && \
+         ln -s refs/heads/master HEAD && git config core.fsmonitor 'touch {}; false #' && cd ../.. && \
+         git update-index --add --cacheinfo 160000,$(git -C sub5 rev-parse HEAD),sub5 && git lg | wc -l",
+        marker.display()
+    );
+    let o = run(f.sh(&flags(&[]), &script));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "agent-sandbox: quarantine: {}: written during the session, sets core.fsmonitor",
+            f.proj.join("sub5/.git/config").display()
+        )),
+        "{o:?}"
+    );
+    assert!(host_git_status(&f, &f.proj));
+    assert!(
+        !marker.exists(),
+        "host git status in the project ran the planted fsmonitor"
+    );
+    // The launch repository's own config, read-only inside, is untouched (its `!` alias too).
+    assert_eq!(
+        std::fs::read(f.proj.join(".git/config")).unwrap(),
+        config_before
+    );
+}
