@@ -7,6 +7,8 @@ pub mod init;
 #[cfg(target_os = "linux")]
 pub mod netns;
 #[cfg(target_os = "linux")]
+pub mod nft;
+#[cfg(target_os = "linux")]
 pub mod pathfd;
 #[cfg(target_os = "linux")]
 pub mod rtnl;

@@ -631,7 +631,14 @@ pub fn hold_main(args: &[OsString]) -> i32 {
         return 1;
     }
     // Straight through rtnetlink, all in one message: `ip -batch` cost ~2 ms (bench/run).
-    if let Err(msg) = super::rtnl::add_unreachable_routes(&merge_prefixes(block), false) {
+    let block = merge_prefixes(block);
+    if let Err(msg) = super::rtnl::add_unreachable_routes(&block, false) {
+        let _ = writeln!(out, "{msg}");
+        return 1;
+    }
+    // Fail closed: the routes alone are walked past by packets with a chosen interface
+    // (see `nft`); without the filter the host is not cut off.
+    if let Err(msg) = super::nft::drop_to(&block, true) {
         let _ = writeln!(out, "{msg}");
         return 1;
     }
@@ -649,6 +656,7 @@ pub fn hold_main(args: &[OsString]) -> i32 {
             // Already blocked is fine. A failure cannot be reported to anyone from here; the
             // prefix simply stays as unreachable as the launch found it.
             let _ = super::rtnl::add_unreachable_routes(&[p], true);
+            let _ = super::nft::drop_to(&[p], false);
         }
         rest.clear();
     }

@@ -166,7 +166,7 @@ pub fn dump_request(family: u8, seq: u32) -> Vec<u8> {
 }
 
 /// The (type, sequence number, payload) of each message in a netlink datagram. Pure.
-fn messages(mut data: &[u8]) -> Vec<(u16, u32, &[u8])> {
+pub(crate) fn messages(mut data: &[u8]) -> Vec<(u16, u32, &[u8])> {
     let mut out = Vec::new();
     while data.len() >= NLMSG_HDR {
         let len = u32::from_ne_bytes(data[0..4].try_into().unwrap()) as usize;
@@ -257,7 +257,7 @@ fn dump_end(data: &[u8], seq: u32) -> Option<Result<(), i32>> {
     None
 }
 
-fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         // SAFETY: buf is valid for writes of its length.
         let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -271,7 +271,7 @@ fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-fn send(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
+pub(crate) fn send(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
     // SAFETY: the buffer is valid for its length; the kernel is the default destination.
     let sent = unsafe { libc::send(fd.as_raw_fd(), data.as_ptr().cast(), data.len(), 0) };
     if sent < 0 {
@@ -391,7 +391,7 @@ pub fn add_unreachable_routes(prefixes: &[Prefix], tolerate_existing: bool) -> R
 }
 
 /// The (sequence number, errno) of each acknowledgement in a netlink datagram. Pure.
-fn acks(data: &[u8]) -> Vec<(u32, i32)> {
+pub(crate) fn acks(data: &[u8]) -> Vec<(u32, i32)> {
     messages(data)
         .into_iter()
         .filter(|(kind, _, body)| *kind == NLMSG_ERROR && body.len() >= 4)
@@ -400,12 +400,17 @@ fn acks(data: &[u8]) -> Vec<(u32, i32)> {
 }
 
 fn open() -> io::Result<OwnedFd> {
+    open_netlink(libc::NETLINK_ROUTE)
+}
+
+/// A netlink socket of `protocol` (`NETLINK_ROUTE`, `NETLINK_NETFILTER`).
+pub(crate) fn open_netlink(protocol: i32) -> io::Result<OwnedFd> {
     // SAFETY: plain socket creation.
     let fd = unsafe {
         libc::socket(
             libc::AF_NETLINK,
             libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
+            protocol,
         )
     };
     if fd < 0 {

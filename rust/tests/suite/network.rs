@@ -859,3 +859,69 @@ except OSError as e:
         "{o:?}"
     );
 }
+
+/// Review finding: open mode's unreachable routes were walked past by packets whose
+/// interface is chosen without a socket option: a TCP connect to the host's IPv6 link-local
+/// address with a scope id, and a UDP `sendmsg` with `IP_PKTINFO` naming the interface (the
+/// kernel then assumes the destination is on link, and pasta delivers it to the host). The
+/// nftables filter in the sandbox's namespace drops them; the host's listeners see nothing.
+#[test]
+fn open_mode_host_is_unreachable_by_scoped_or_pktinfo_packets() {
+    let Some((_, host_service)) = fake_internet() else {
+        return;
+    };
+    let host_v4 = host_service.split(':').next().unwrap().to_string();
+    // The host's link-local addresses, from /proc/net/if_inet6 (address, …, scope 20 = link).
+    let link_local: Vec<String> = std::fs::read_to_string("/proc/net/if_inet6")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && f[3] == "20").then(|| {
+                let hex = f[0];
+                (0..8)
+                    .map(|i| &hex[i * 4..i * 4 + 4])
+                    .collect::<Vec<_>>()
+                    .join(":")
+            })
+        })
+        .collect();
+    let tcp = TcpListener::bind("[::]:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind(("0.0.0.0", port)).unwrap();
+    udp.set_nonblocking(true).unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let code = format!(
+        r#"
+import socket, struct
+ifs = [n for _, n in socket.if_nameindex() if n != "lo"]
+idx = socket.if_nametoindex(ifs[0])
+for a in {link_local:?}:
+    s = socket.socket(socket.AF_INET6); s.settimeout(2)
+    try:
+        s.connect((a, {port}, 0, idx)); print("tcp", a, "CONNECTED")
+    except OSError as e:
+        print("tcp", a, "failed")
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+pkt = struct.pack("I4s4s", idx, b"\0" * 4, socket.inet_aton("{host_v4}"))
+try:
+    u.sendmsg([b"hello"], [(socket.IPPROTO_IP, 8, pkt)], 0, ("{host_v4}", {port})); print("udp sent")
+except OSError as e:
+    print("udp", e.strerror)
+"#
+    );
+    let f = Fixture::new();
+    let o = py(&f, &[], &code);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stdout.contains("CONNECTED"), "{o:?}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut buf = [0u8; 16];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a UDP datagram reached the host: {o:?}"
+    );
+    assert!(
+        tcp.accept().is_err(),
+        "a TCP connection reached the host: {o:?}"
+    );
+}
