@@ -548,7 +548,7 @@ pub fn sentinel_main(args: &[std::ffi::OsString]) -> i32 {
         }
     }
     if let Some(pid) = sandbox {
-        wait_gone(pid, Duration::from_secs(10));
+        wait_gone(pid);
     }
     let file = dir.join(SPEC_FILE);
     let spec = fs::read(&file)
@@ -572,8 +572,9 @@ pub fn sentinel_main(args: &[std::ffi::OsString]) -> i32 {
     0
 }
 
-/// Waits until process `pid` has exited (pidfd), at most `limit`.
-fn wait_gone(pid: i32, limit: Duration) {
+/// Waits until process `pid` (the sandbox's bwrap) has exited, however long that takes: a
+/// sweep that ran while the sandbox still lived could be undone behind it.
+fn wait_gone(pid: i32) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: plain syscall; the descriptor is closed below.
@@ -584,16 +585,21 @@ fn wait_gone(pid: i32, limit: Duration) {
                 events: libc::POLLIN,
                 revents: 0,
             };
-            // SAFETY: one valid pollfd.
+            // SAFETY: one valid pollfd; EINTR is retried.
             unsafe {
-                libc::poll(&mut p, 1, limit.as_millis() as i32);
+                while libc::poll(&mut p, 1, -1) < 0
+                    && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+                {}
                 libc::close(fd);
             }
         }
     }
-    // The sandbox's own processes die with bwrap's (SIGKILL, parent first); give the kernel
-    // a moment to finish killing the PID namespace.
-    let _ = (pid, limit);
+    #[cfg(not(target_os = "linux"))]
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The sandbox's own processes die with bwrap (SIGKILL, parent first); give the kernel a
+    // moment to finish killing the PID namespace.
     std::thread::sleep(Duration::from_millis(100));
 }
 
