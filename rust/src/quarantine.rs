@@ -589,7 +589,8 @@ fn wait_gone(pid: i32) {
             unsafe {
                 while libc::poll(&mut p, 1, -1) < 0
                     && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
-                {}
+                {
+                }
                 libc::close(fd);
             }
         }
