@@ -253,6 +253,13 @@ def bare_bwrap(ctx, agent_args):
         fixed.append(a)
     if "--as-pid-1" in fixed:
         fixed.remove("--as-pid-1")
+    # Binds by descriptor (`--bind-fd FD DEST`): the descriptors are the launcher's own; the
+    # twin binds the same paths by name (declared paths, the launch dir and git's are bound at
+    # their own path).
+    for k in range(len(fixed) - 2):
+        if fixed[k] in ("--bind-fd", "--ro-bind-fd"):
+            fixed[k] = "--bind" if fixed[k] == "--bind-fd" else "--ro-bind"
+            fixed[k + 1] = fixed[k + 2]
     # The tail: `-- /run/agent-sandbox/agent-sandbox [__init] [...] -- true` (the init is
     # the small agent-sandbox-init bound there, or the helper itself with `__init`).
     init = next((i for i in range(1, len(fixed)) if fixed[i - 1] == "--" and fixed[i] == INIT_PATH), None)
@@ -692,11 +699,10 @@ def proxy_part(ctx):
             relay.terminate()
             relay.wait(timeout=10)
         server.stop()
-        # The upstream must not listen while the sandbox starts: --allow-all-local-ports lets
-        # the proxy dial any host loopback port and bridges only the ports listening at
-        # launch (none here). A bridged 443 would not even start: binding a port below 1024
-        # inside the sandbox needs a capability the sandbox does not have.
-        common = ["--allow-all-local-ports", "--ro", ctx.loadgen, "--ro", f"{certs}/ca.pem"]
+        # The proxy may dial host loopback only on an allowed local port: 443, the upstream's.
+        # It is not bridged into the sandbox (no port below 1024 is; a warning says so), which
+        # leaves the proxy path the one measured.
+        common = ["--allow-local-port", "443", "--ro", ctx.loadgen, "--ro", f"{certs}/ca.pem"]
         via = ["--proxy", "127.0.0.1:3128"]
         log("proxy: tunnelled (\"*\" rule)")
         argv = ctx.sb("--allow-domain", "127.0.0.1", *common, "--", *client, *via, "--ca", f"{certs}/ca.pem", *phases, *hold)
