@@ -24,6 +24,7 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -103,7 +104,7 @@ pub fn sweep(spec: &SweepSpec) -> Report {
         binds: spec.binds.clone(),
         seen: 0,
         report: Report::default(),
-        visited: std::collections::BTreeSet::new(),
+        visited: std::collections::BTreeMap::new(),
     };
     for root in &spec.roots {
         s.walk(root);
@@ -118,8 +119,9 @@ struct Sweeper {
     binds: Vec<(PathBuf, bool)>,
     seen: usize,
     report: Report,
-    /// Git directories already checked (a `.git` file and the walk can both lead to one).
-    visited: std::collections::BTreeSet<PathBuf>,
+    /// Git directories already checked, and whether as fresh (a `.git` file and the walk can
+    /// both lead to one).
+    visited: std::collections::BTreeMap<PathBuf, bool>,
 }
 
 fn ctime_nanos(m: &fs::Metadata) -> u128 {
@@ -134,6 +136,30 @@ fn is_git_dir(dir: &Path) -> bool {
     exists("HEAD") && (exists("objects") || exists("refs") || exists("commondir"))
 }
 
+/// git's own layout inside `objects/`: the two-hex-digit fan-out dirs, `pack`, `info`.
+fn is_object_layout(name: &std::ffi::OsStr) -> bool {
+    let n = name.as_encoded_bytes();
+    n == b"pack" || n == b"info" || (n.len() == 2 && n.iter().all(u8::is_ascii_hexdigit))
+}
+
+/// The path a gitfile names, read as git reads it: up to a NUL, trailing `\n`/`\r` trimmed,
+/// after `gitdir: `.
+fn read_gitfile(path: &Path) -> Option<PathBuf> {
+    let mut raw = Vec::new();
+    fs::File::open(path)
+        .ok()?
+        .take(1 << 16)
+        .read_to_end(&mut raw)
+        .ok()?;
+    let raw = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    let mut end = raw.len();
+    while end > 0 && matches!(raw[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let target = raw[..end].strip_prefix(b"gitdir: ")?;
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(target)))
+}
+
 /// What a git dir's freshness is read from: an entry appearing in it, or being renamed into
 /// place, changes the dir's or that entry's change time.
 const GIT_DIR_MARKERS: [&str; 5] = [".", "HEAD", "objects", "refs", "commondir"];
@@ -144,8 +170,9 @@ impl Sweeper {
     }
 
     fn walk(&mut self, root: &Path) {
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(dir) = stack.pop() {
+        // (directory, it is the `objects` dir of a git dir)
+        let mut stack = vec![(root.to_path_buf(), false)];
+        while let Some((dir, objects)) = stack.pop() {
             if self.seen >= MAX_ENTRIES {
                 self.report.incomplete.push(format!(
                     "stopped after {MAX_ENTRIES} entries; not swept: {} and what follows it",
@@ -156,37 +183,31 @@ impl Sweeper {
             let Some(entries) = self.read_dir(&dir) else {
                 continue;
             };
-            if is_git_dir(&dir) {
-                self.git_dir(&dir);
-                // Everything in a git dir but its objects (large, and only git's): a git dir
-                // hidden in `.git/evil` is as reachable for host git as one in `modules/`.
-                for e in entries.flatten() {
-                    if e.file_name() != "objects" && e.file_type().is_ok_and(|t| t.is_dir()) {
-                        stack.push(e.path());
-                    }
-                }
-                continue;
+            let git_dir = !objects && is_git_dir(&dir);
+            if git_dir {
+                self.git_dir(&dir, false);
             }
             for entry in entries.flatten() {
                 self.seen += 1;
                 let path = entry.path();
+                let name = entry.file_name();
                 // Links are not followed: what they lead to outside the roots is not ours. The
                 // type comes with the directory entry; only regular files cost a stat (their
                 // mode bits).
                 let Ok(ft) = entry.file_type() else { continue };
                 if ft.is_dir() {
-                    stack.push(path);
-                } else if ft.is_symlink() && entry.file_name() == ".git" {
-                    // Host git follows a `.git` symlink: check the git dir it leads to.
-                    if let Ok(target) = fs::canonicalize(&path) {
-                        if is_git_dir(&target) {
-                            self.git_dir(&target);
-                        }
+                    // git's own object layout (fan-out dirs, packs) holds no git dir and is
+                    // large; anything else below `objects` is walked like any directory.
+                    if objects && is_object_layout(&name) {
+                        continue;
                     }
-                } else if ft.is_file() {
-                    if entry.file_name() == ".git" {
-                        self.dot_git_file(&path);
-                    }
+                    stack.push((path, git_dir && name == "objects"));
+                    continue;
+                }
+                if name == ".git" && (ft.is_symlink() || ft.is_file()) {
+                    self.dot_git(&path);
+                }
+                if ft.is_file() {
                     if let Ok(m) = entry.metadata() {
                         self.set_id_bits(&path, &m);
                     }
@@ -215,8 +236,10 @@ impl Sweeper {
                 }
             }
         }
-        // A root may be a declared file, not a directory: nothing to list then.
-        if fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        // A root may be a declared file, not a directory: nothing to list then. Anything else
+        // that cannot be listed (too long a path, too deep) is said, never skipped in silence.
+        let not_a_dir = first.raw_os_error() == Some(libc::ENOTDIR);
+        if first.kind() != io::ErrorKind::NotFound && !not_a_dir {
             self.report.incomplete.push(format!(
                 "could not read {}: {first}; check it yourself",
                 dir.display()
@@ -225,38 +248,98 @@ impl Sweeper {
         None
     }
 
-    /// A `.git` file: the git dir it names is checked too, wherever it lies inside a root
-    /// (the walk may not reach it: `gitdir: ../../elsewhere`).
-    fn dot_git_file(&mut self, path: &Path) {
-        let Ok(raw) = read_small(path) else { return };
-        let text = String::from_utf8_lossy(&raw);
-        let Some(target) = text.trim_end().strip_prefix("gitdir: ") else {
+    /// A `.git` file or symlink, resolved as git does: a link to a directory is the git dir, a
+    /// link to a file (or the file itself) is a gitfile naming it. The git dir is checked
+    /// wherever it lies (the walk may not reach it: `gitdir: ../../elsewhere`), and counts as
+    /// made during the session if the `.git` entry was written during it.
+    fn dot_git(&mut self, path: &Path) {
+        let fresh = fs::symlink_metadata(path).is_ok_and(|m| self.written(&m));
+        let Ok(target) = fs::canonicalize(path) else {
             return;
         };
+        if target.is_dir() {
+            self.git_dir(&target, fresh);
+            return;
+        }
+        let Some(named) = read_gitfile(&target) else {
+            return;
+        };
+        // Relative to the directory holding the `.git` entry, as git resolves it.
         let base = path.parent().unwrap_or(Path::new("/"));
-        if let Ok(gitdir) = fs::canonicalize(base.join(target)) {
-            if is_git_dir(&gitdir) {
-                self.git_dir(&gitdir);
-            }
+        if let Ok(gitdir) = fs::canonicalize(base.join(named)) {
+            self.git_dir(&gitdir, fresh);
         }
     }
 
-    fn git_dir(&mut self, dir: &Path) {
+    /// Checks the git dir `dir` (see the module docs). `fresh`: it counts as made during the
+    /// session (its `.git` pointer was written then); otherwise its own markers decide.
+    fn git_dir(&mut self, dir: &Path, fresh: bool) {
         let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-        if !self.visited.insert(key) {
-            return;
+        let fresh = fresh || self.markers_written(dir);
+        // Checked again only if it is fresher now than when it was checked.
+        match self.visited.get(&key) {
+            Some(&was) if was || !fresh => return,
+            _ => {}
         }
+        self.visited.insert(key.clone(), fresh);
         self.pointers(dir);
-        // A git dir that became one during the session (HEAD or objects renamed into place,
-        // the dir itself moved there) has its config and hooks checked whatever their age:
-        // they may have been written in an earlier session, while it was no git dir.
-        let fresh = GIT_DIR_MARKERS
-            .iter()
-            .any(|n| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| self.written(&m)));
         for name in ["config", "config.worktree"] {
             self.config(&dir.join(name), fresh);
         }
         self.hooks(&dir.join("hooks"), fresh);
+        self.todo_lists(dir);
+        // A linked worktree's git dir takes config and hooks from its common dir, which needs
+        // no HEAD of its own: check that too, as fresh as the worktree dir.
+        if let Some(common) = read_small(&dir.join("commondir"))
+            .ok()
+            .map(|raw| {
+                String::from_utf8_lossy(&raw)
+                    .trim_end_matches(['\n', '\r'])
+                    .to_string()
+            })
+            .and_then(|c| fs::canonicalize(dir.join(c)).ok())
+        {
+            if common.is_dir() && common != key {
+                self.git_dir(&common, fresh);
+            }
+        }
+    }
+
+    /// Whether the git dir became one during the session: HEAD or objects renamed into
+    /// place, the dir itself moved there (see [`GIT_DIR_MARKERS`]).
+    fn markers_written(&self, dir: &Path) -> bool {
+        GIT_DIR_MARKERS
+            .iter()
+            .any(|n| fs::symlink_metadata(dir.join(n)).is_ok_and(|m| self.written(&m)))
+    }
+
+    /// An interrupted rebase or cherry-pick left with `exec` lines written during the session:
+    /// `git rebase --continue` on the host would run them.
+    fn todo_lists(&mut self, dir: &Path) {
+        for rel in ["rebase-merge/git-rebase-todo", "sequencer/todo"] {
+            let path = dir.join(rel);
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if self.is_protected(&path) || !self.written(&m) {
+                continue;
+            }
+            let runs = fs::read(&path).is_ok_and(|text| {
+                text.split(|&b| b == b'\n').any(|line| {
+                    let word = line
+                        .trim_ascii_start()
+                        .split(|b| b.is_ascii_whitespace())
+                        .next();
+                    matches!(word, Some(b"exec" | b"x"))
+                })
+            });
+            if runs || !m.is_file() {
+                self.quarantine(
+                    &path,
+                    "a todo list with `exec` lines written during the session (`git rebase --continue` would run them)".into(),
+                );
+            }
+        }
     }
 
     /// Whether the deepest bind holding `path` was read-only in the sandbox (all of them, if

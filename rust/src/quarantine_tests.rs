@@ -412,3 +412,123 @@ fn every_key_that_runs_a_command_is_stripped() {
         assert!(list.contains(&format!("{k}={v}")), "{k} lost:\n{list}");
     }
 }
+
+/// Review 2, finding 1: a worktree git dir whose common dir has no HEAD; git takes config
+/// from the common dir, which the sweep never looked at.
+#[test]
+fn a_worktree_git_dirs_common_dir_is_checked_head_or_not() {
+    let f = fx();
+    let x = f.root.join("plain");
+    fs::create_dir_all(x.join("objects")).unwrap();
+    fs::create_dir_all(x.join("refs")).unwrap();
+    fs::create_dir_all(x.join("worktrees/w")).unwrap();
+    fs::write(
+        x.join("config"),
+        "[core]\n\tfsmonitor = \"touch /tmp/pwned; false\"\n",
+    )
+    .unwrap();
+    fs::write(x.join("worktrees/w/HEAD"), "ref: refs/heads/master\n").unwrap();
+    fs::write(x.join("worktrees/w/commondir"), "../..\n").unwrap();
+    fs::create_dir(f.root.join("sub5")).unwrap();
+    fs::write(
+        f.root.join("sub5/.git"),
+        format!("gitdir: {}\n", x.join("worktrees/w").display()),
+    )
+    .unwrap();
+    let r = sweep(&spec(&[&f.root], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [x.join("config").as_path()], "{r:?}");
+}
+
+/// Review 2, finding 2: a git dir hidden below another's `objects/`, reached through a `.git`
+/// symlink to a gitfile; and one planted in an earlier session, pointed at in this one.
+#[test]
+fn git_dirs_under_objects_and_behind_gitfile_links_are_checked() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let evil = repo.join(".git/objects/zz/evil");
+    fs::create_dir_all(evil.join("objects")).unwrap();
+    fs::create_dir_all(evil.join("refs")).unwrap();
+    fs::write(evil.join("HEAD"), "ref: refs/heads/master\n").unwrap();
+    fs::write(
+        evil.join("config"),
+        "[core]\n\tfsmonitor = \"touch /tmp/pwned; false\"\n",
+    )
+    .unwrap();
+    // Session 1 ends: evil/config is old from here on.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let session2 = spec(&[&repo], 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::create_dir(repo.join("sub")).unwrap();
+    fs::write(
+        repo.join("sub/gitfile"),
+        format!("gitdir: {}\n", evil.display()),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("gitfile", repo.join("sub/.git")).unwrap();
+    let r = sweep(&session2);
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [evil.join("config").as_path()], "{r:?}");
+    // Without the pointer, the walk below objects/ finds it too (one session).
+    let g = fx();
+    let repo = g.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let hidden = repo.join(".git/objects/zz/evil");
+    fs::create_dir_all(&hidden).unwrap();
+    git(&hidden, &["init", "-q", "--bare", "."]);
+    git(&hidden, &["config", "core.pager", "touch /tmp/pwned"]);
+    let r = sweep(&spec(&[&repo], 60));
+    assert_eq!(r.findings.len(), 1, "{r:?}");
+}
+
+/// Review 2, finding 5: an interrupted rebase whose todo list has `exec` lines.
+#[test]
+fn rebase_todo_lists_with_exec_lines_are_quarantined() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    fs::create_dir_all(repo.join(".git/rebase-merge")).unwrap();
+    let todo = repo.join(".git/rebase-merge/git-rebase-todo");
+    fs::write(&todo, "break\nexec touch /tmp/pwned\n").unwrap();
+    fs::create_dir_all(repo.join(".git/sequencer")).unwrap();
+    fs::write(repo.join(".git/sequencer/todo"), "pick abc x\n").unwrap();
+    let r = sweep(&spec(&[&repo], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [todo.as_path()], "{r:?}");
+}
+
+/// Review 2, finding 3: a directory too deep to list (ENAMETOOLONG) was skipped in silence.
+#[test]
+fn directories_that_cannot_be_listed_are_reported() {
+    let f = fx();
+    let mut deep = f.root.clone();
+    let name = "d".repeat(250);
+    // Built through relative paths from inside, as the agent would.
+    let mut cur = fs::File::open(&f.root).unwrap();
+    for _ in 0..20 {
+        use std::os::fd::AsRawFd;
+        let c = std::ffi::CString::new(name.clone()).unwrap();
+        unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), 0o755) };
+        let fd = unsafe {
+            libc::openat(
+                cur.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY,
+            )
+        };
+        assert!(fd >= 0);
+        cur = unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        deep.push(&name);
+    }
+    let r = sweep(&spec(&[&f.root], 60));
+    assert!(
+        r.incomplete
+            .iter()
+            .any(|i| i.starts_with("could not read ") && i.contains("File name too long")),
+        "{r:?}"
+    );
+}
