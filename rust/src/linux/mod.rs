@@ -53,6 +53,20 @@ pub(crate) mod testutil {
         }
     }
 
+    /// In a forked test child: a user and network namespace of its own, mapped to the caller's
+    /// uid and gid as root there. False when the kernel refuses (the test then skips).
+    pub(crate) fn unshare_user_net() -> bool {
+        use nix::sched::{CloneFlags, unshare};
+        let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+        if unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_err() {
+            return false;
+        }
+        let _ = std::fs::write("/proc/self/setgroups", "deny");
+        let _ = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
+        let _ = std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"));
+        true
+    }
+
     /// Waits for `pid` and returns its exit code (128+N if killed by signal N). Kills it and
     /// panics after `timeout`, so a hung test fails instead of blocking the suite.
     pub(crate) fn wait_code(pid: Pid, timeout: Duration) -> i32 {

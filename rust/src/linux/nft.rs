@@ -277,15 +277,10 @@ mod tests {
             return;
         };
         let child = run_in_fork(|| {
-            use nix::sched::{CloneFlags, unshare};
             use std::net::{TcpListener, TcpStream, UdpSocket};
-            let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-            if unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_err() {
+            if !crate::linux::testutil::unshare_user_net() {
                 return 77;
             }
-            let _ = std::fs::write("/proc/self/setgroups", "deny");
-            let _ = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
-            let _ = std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"));
             let up = std::process::Command::new(ip)
                 .args(["link", "set", "lo", "up"])
                 .status();

@@ -592,15 +592,9 @@ mod tests {
             return;
         };
         let child = run_in_fork(|| {
-            use nix::sched::{CloneFlags, unshare};
-            let uid = nix::unistd::getuid();
-            let gid = nix::unistd::getgid();
-            if unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_err() {
+            if !crate::linux::testutil::unshare_user_net() {
                 return 77;
             }
-            let _ = std::fs::write("/proc/self/setgroups", "deny");
-            let _ = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
-            let _ = std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"));
             let prefixes: Vec<Prefix> =
                 ["192.0.2.7", "198.51.100.9", "2001:db8::5", "203.0.113.0/24"]
                     .iter()
@@ -653,15 +647,9 @@ mod tests {
             return;
         };
         let child = run_in_fork(|| {
-            use nix::sched::{CloneFlags, unshare};
-            let uid = nix::unistd::getuid();
-            let gid = nix::unistd::getgid();
-            if unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_err() {
+            if !crate::linux::testutil::unshare_user_net() {
                 return 77;
             }
-            let _ = std::fs::write("/proc/self/setgroups", "deny");
-            let _ = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
-            let _ = std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"));
             let ip = |args: &str| {
                 std::process::Command::new(ip)
                     .args(args.split(' '))
