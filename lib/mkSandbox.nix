@@ -36,6 +36,11 @@
     socket found in a declared directory at launch is masked (connect() fails), and a declared
     path that is itself a socket is refused: the service behind a socket acts outside the sandbox
 
+  `rwHostConfig` (default `[ ]`)
+  : paths host programs run or obey (`~/.bashrc`, `~/.config/git`, a `PATH` directory, …)
+    that the agent may write anyway. Without this they stay read-only even inside a read-write
+    path, with a warning naming each; listing one here declares it read-write as well
+
   `env` (default `{ }`)
   : variables set inside. A value with `$` or a backquote is expanded by the wrapper at
     launch (`"$CLAUDE_CODE_OAUTH_TOKEN"`, `"$(cat /run/secrets/token)"`) and never stored;

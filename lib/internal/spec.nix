@@ -36,12 +36,12 @@
     spec = {
       version = 1; outName = "claude"; program = "/nix/store/…-claude-code/bin/claude";
       path = [ "/nix/store/…-claude-code/bin" "/nix/store/…-git/bin" "/nix/store/…-bash/bin" ];
-      rwDirs = [ "/srv/shared" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ];
+      rwDirs = [ "/srv/shared" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ];
       env = { EDITOR = "vi"; SSL_CERT_FILE = "/nix/store/…-cacert/etc/ssl/certs/ca-bundle.crt"; … };
       allowNix = false; allowedDomains = null; allowedLocalPorts = [ ];
     };
     launch = {
-      rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ];
+      rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ];
       env = { TOKEN = "$CLAUDE_CODE_OAUTH_TOKEN"; };
       args = [ ];
     };
@@ -118,6 +118,7 @@ in
         roDirs = staticOf a.roDirs;
         roFiles = staticOf a.roFiles;
         allowedSockets = staticOf a.allowedSockets;
+        rwHostConfig = staticOf a.rwHostConfig;
         env = removeAttrs (caEnv // nixEnv // a.env) envDynamicNames;
       };
       launch = {
@@ -126,6 +127,7 @@ in
         roDirs = dynamicOf a.roDirs;
         roFiles = dynamicOf a.roFiles;
         allowedSockets = dynamicOf a.allowedSockets;
+        rwHostConfig = dynamicOf a.rwHostConfig;
         env = removeAttrs a.env (filter (n: !elem n envDynamicNames) (attrNames a.env));
         # bash as the program reads no rc files: the environment inside is the declared one,
         # not what a declared home path (writable by an earlier session) happens to hold.

@@ -100,6 +100,7 @@ let
     roDirs = [ ];
     roFiles = [ ];
     allowedSockets = [ ];
+    rwHostConfig = [ ];
     env = { };
     allowNix = false;
     allowedDomains = null;
@@ -113,6 +114,7 @@ let
     "roDirs"
     "roFiles"
     "allowedSockets"
+    "rwHostConfig"
     "env"
     "allowNix"
     "allowedDomains"
@@ -339,6 +341,7 @@ let
     roDirs = checkPaths "roDirs";
     roFiles = checkPaths "roFiles";
     allowedSockets = checkPaths "allowedSockets";
+    rwHostConfig = checkPaths "rwHostConfig";
     env = checkEnv;
     allowNix = checkAllowNix;
     allowedDomains = checkDomains;

@@ -43,7 +43,7 @@
     shell = "/nix/store/…-bash/bin/bash"; helper = "/nix/store/…-agent-sandbox/bin/agent-sandbox";
     specFile = "/nix/store/…-claude-sandbox.json"; outName = "claude"; program = "/nix/store/…/bin/claude";
     tools = { };
-    launch = { rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; env = { }; args = [ ]; };
+    launch = { rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ]; env = { }; args = [ ]; };
   }
   => ''
     #!/nix/store/…-bash/bin/bash
@@ -97,6 +97,10 @@ let
     {
       flag = "--allow-socket";
       list = launch.allowedSockets;
+    }
+    {
+      flag = "--rw-host-config";
+      list = launch.rwHostConfig;
     }
   ];
   pathLines = concatLists (

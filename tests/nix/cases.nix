@@ -43,6 +43,7 @@ let
     roDirs = [ ];
     roFiles = [ ];
     allowedSockets = [ ];
+    rwHostConfig = [ ];
     env = caEnv;
     allowNix = false;
     allowedDomains = null;
@@ -54,6 +55,7 @@ let
     roDirs = [ ];
     roFiles = [ ];
     allowedSockets = [ ];
+    rwHostConfig = [ ];
     env = { };
     args = [ ];
   };
@@ -98,6 +100,10 @@ in
           "$XDG_RUNTIME_DIR/bus"
           "~/.gnupg/S.gpg-agent"
         ];
+        rwHostConfig = [
+          "~/.bashrc"
+          "$HOME/.config/git"
+        ];
       };
       spec = baseSpec // {
         rwDirs = [
@@ -107,6 +113,7 @@ in
         ];
         roFiles = [ "/etc/agent.conf" ];
         allowedSockets = [ "~/.gnupg/S.gpg-agent" ];
+        rwHostConfig = [ "~/.bashrc" ];
       };
       launch = noLaunch // {
         rwDirs = [ "$HOME/.claude" ];
@@ -114,6 +121,7 @@ in
         roDirs = [ "`echo /opt/docs`" ];
         roFiles = [ "\${XDG_CONFIG_HOME:-$HOME/.config}/git/config" ];
         allowedSockets = [ "$XDG_RUNTIME_DIR/bus" ];
+        rwHostConfig = [ "$HOME/.config/git" ];
       };
     };
 
@@ -356,7 +364,7 @@ in
       ''"env":{"CARGO_HTTP_CAINFO":"${ca}","CURL_CA_BUNDLE":"${ca}","EDITOR":"vi","GIT_SSL_CAINFO":"${ca}",''
       ''"NIX_SSL_CERT_FILE":"${ca}","PIP_CERT":"${ca}","REQUESTS_CA_BUNDLE":"${ca}","SSL_CERT_FILE":"${ca}"},''
       ''"outName":"claude","path":["${f.claude-code}/bin","${f.git}/bin","${f.bash}/bin"],''
-      ''"program":"${f.claude-code}/bin/claude","roDirs":[],"roFiles":[],"rwDirs":[],"rwFiles":[],"version":1}''
+      ''"program":"${f.claude-code}/bin/claude","roDirs":[],"roFiles":[],"rwDirs":[],"rwFiles":[],"rwHostConfig":[],"version":1}''
     ];
   };
 
@@ -477,7 +485,7 @@ in
         networkPolicy = "open";
         rwdirs = [ ];
       };
-      message = "mkSandbox: unknown argument(s) networkPolicy, rwdirs (did you mean rwDirs?); expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, allowedSockets, env, allowNix, allowedDomains, allowedLocalPorts";
+      message = "mkSandbox: unknown argument(s) networkPolicy, rwdirs (did you mean rwDirs?); expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, allowedSockets, rwHostConfig, env, allowNix, allowedDomains, allowedLocalPorts";
     };
 
     removed-unknown-and-bad-values-together = {
@@ -493,7 +501,7 @@ in
             stateDirs       -> rwDirs          same list of directories (read-write)
             stateFiles      -> rwFiles         same list of files (read-write)
             restrictNetwork -> allowedDomains  false -> null (open network); true -> a list of domains, [ ] for no network
-        mkSandbox: unknown argument(s) colour; expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, allowedSockets, env, allowNix, allowedDomains, allowedLocalPorts
+        mkSandbox: unknown argument(s) colour; expected pkg, binName, outName, allowedPackages (required) and rwDirs, rwFiles, roDirs, roFiles, allowedSockets, rwHostConfig, env, allowNix, allowedDomains, allowedLocalPorts
         mkSandbox: allowNix must be true or false, got the string "yes"'';
     };
 
