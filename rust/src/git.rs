@@ -1471,6 +1471,16 @@ impl Entry {
         self.subsection.is_none() && self.section == section && self.key == key
     }
 
+    /// The file an `include.path` / `includeIf.<cond>.path` entry names, whatever its
+    /// condition (taken as met: over-approximating is harmless for a check).
+    pub(crate) fn include_target(&self) -> Option<&[u8]> {
+        let include = (self.section == "include" && self.subsection.is_none())
+            || (self.section == "includeif" && self.subsection.is_some());
+        (include && self.key == "path")
+            .then_some(self.value.as_deref())
+            .flatten()
+    }
+
     pub(crate) fn display_name(&self) -> String {
         match &self.subsection {
             Some(sub) => format!(

@@ -105,6 +105,7 @@ pub fn sweep(spec: &SweepSpec) -> Report {
         seen: 0,
         report: Report::default(),
         visited: std::collections::BTreeMap::new(),
+        included: std::collections::BTreeSet::new(),
     };
     for root in &spec.roots {
         s.walk(root);
@@ -122,6 +123,8 @@ struct Sweeper {
     /// Git directories already checked, and whether as fresh (a `.git` file and the walk can
     /// both lead to one).
     visited: std::collections::BTreeMap<PathBuf, bool>,
+    /// Included config files already followed (includes may loop).
+    included: std::collections::BTreeSet<PathBuf>,
 }
 
 fn ctime_nanos(m: &fs::Metadata) -> u128 {
@@ -393,26 +396,58 @@ impl Sweeper {
         }
     }
 
+    /// A git config file: stripped of what runs programs if it was written during the session
+    /// (or its git dir made then), and, whatever its age, the files it includes are checked
+    /// the same way: an old `include.path` naming a file the agent wrote in this session is
+    /// as good as writing the config itself.
     fn config(&mut self, path: &Path, fresh: bool) {
+        self.config_at(path, fresh, 0);
+    }
+
+    fn config_at(&mut self, path: &Path, fresh: bool, depth: usize) {
         let Ok(m) = fs::symlink_metadata(path) else {
             return;
         };
-        if self.is_protected(path) || !(fresh || self.written(&m)) {
+        // git itself gives up on includes nested deeper than 10.
+        if depth > 10 {
             return;
         }
-        if !m.is_file() {
+        // A read-only config (the launch repository's own) is not the agent's; what it
+        // includes may be.
+        let check = !self.is_protected(path) && (fresh || self.written(&m));
+        if check && !m.is_file() {
             self.quarantine(path, "git config that is not a regular file".into());
             return;
         }
         let Ok(raw) = fs::read(path) else { return };
         let entries = match crate::git::parse_config_entries(&raw) {
             Ok(e) => e,
-            Err(line) => {
+            Err(line) if check => {
                 // Fail closed: what we cannot read, git might still obey in part.
                 self.quarantine(path, format!("git config git would reject ({line})"));
                 return;
             }
+            Err(_) => return,
         };
+        if !check {
+            // Relative to the including file's directory, `~/` from $HOME, as git resolves
+            // them; folded lexically (a link at the end is judged as the link).
+            let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            let targets: Vec<PathBuf> = entries
+                .iter()
+                .filter_map(|e| e.include_target())
+                .map(|t| crate::plan::normalize(&String::from_utf8_lossy(t), &base, &home))
+                .collect();
+            for t in targets {
+                if self.included.insert(t.clone()) {
+                    self.config_at(&t, false, depth + 1);
+                }
+            }
+            return;
+        }
         let (bad, good): (Vec<_>, Vec<_>) =
             entries.into_iter().partition(crate::git::host_executes);
         if bad.is_empty() {
@@ -768,6 +803,7 @@ fn watch_loop(
                 seen: 0,
                 report: Report::default(),
                 visited: Default::default(),
+                included: Default::default(),
             };
             s.pointers(dir);
             if let Ok(mut all) = sink.lock() {

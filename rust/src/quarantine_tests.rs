@@ -532,3 +532,34 @@ fn directories_that_cannot_be_listed_are_reported() {
         "{r:?}"
     );
 }
+
+/// An old `include.path` (the user's, or one planted in an earlier session) naming a file the
+/// agent writes in this one: the included file is checked like a config written now, also
+/// when the including config was read-only inside (the launch repository's own).
+#[test]
+fn files_an_old_config_includes_are_checked_when_written() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["config", "include.path", "../shared.gitconfig"]);
+    git(&repo, &["config", "alias.lg", "!git log"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let session = spec(&[&f.root], 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let shared = repo.join("shared.gitconfig");
+    fs::write(
+        &shared,
+        "[core]\n\tfsmonitor = \"touch /tmp/pwned; false\"\n",
+    )
+    .unwrap();
+    let mut s = session.clone();
+    s.binds = vec![(f.root.clone(), true), (repo.join(".git/config"), false)];
+    let r = sweep(&s);
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [shared.as_path()], "{r:?}");
+    // The including config itself (old, read-only inside) is untouched, its `!` alias too.
+    let list = String::from_utf8(git(&repo, &["config", "--list", "--local"]).stdout).unwrap();
+    assert!(list.contains("alias.lg=!git log"), "{list}");
+    assert!(!list.contains("fsmonitor"), "{list}");
+}
