@@ -383,7 +383,7 @@ allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null 
         let committed = include_str!("../spec.schema.json");
         assert!(
             committed == schema_json(),
-            "rust/spec.schema.json is stale; regenerate it with `cargo run -- schema > spec.schema.json` (in rust/)"
+            "rust/spec.schema.json is stale; regenerate it with `cargo run --bin agent-sandbox -- schema > spec.schema.json` (in rust/)"
         );
     }
 }
