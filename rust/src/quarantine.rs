@@ -139,27 +139,37 @@ fn is_git_dir(dir: &Path) -> bool {
     exists("HEAD") && (exists("objects") || exists("refs") || exists("commondir"))
 }
 
+/// What a directory on the walk's stack is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    /// The `objects` dir of a git dir.
+    Objects,
+    /// A fan-out dir, `pack` or `info` inside one: only its subdirectories are walked.
+    Layout,
+}
+
 /// git's own layout inside `objects/`: the two-hex-digit fan-out dirs, `pack`, `info`.
 fn is_object_layout(name: &std::ffi::OsStr) -> bool {
     let n = name.as_encoded_bytes();
     n == b"pack" || n == b"info" || (n.len() == 2 && n.iter().all(u8::is_ascii_hexdigit))
 }
 
-/// The path a gitfile names, read as git reads it: up to a NUL, trailing `\n`/`\r` trimmed,
-/// after `gitdir: `.
+/// The path a gitfile names, read as git reads it (`read_gitfile_gently`): the whole file (up
+/// to 1 MiB), trailing `\n`/`\r` trimmed from its end, then the text up to a NUL, after
+/// `gitdir: `. (Cutting at the NUL first would name another path than git does.)
 fn read_gitfile(path: &Path) -> Option<PathBuf> {
     let mut raw = Vec::new();
     fs::File::open(path)
         .ok()?
-        .take(1 << 16)
+        .take(1 << 20)
         .read_to_end(&mut raw)
         .ok()?;
-    let raw = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
-    let mut end = raw.len();
-    while end > 0 && matches!(raw[end - 1], b'\n' | b'\r') {
-        end -= 1;
+    while raw.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+        raw.pop();
     }
-    let target = raw[..end].strip_prefix(b"gitdir: ")?;
+    let raw = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+    let target = raw.strip_prefix(b"gitdir: ")?;
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(target)))
 }
 
@@ -173,9 +183,9 @@ impl Sweeper {
     }
 
     fn walk(&mut self, root: &Path) {
-        // (directory, it is the `objects` dir of a git dir)
-        let mut stack = vec![(root.to_path_buf(), false)];
-        while let Some((dir, objects)) = stack.pop() {
+        // (directory, what it is)
+        let mut stack = vec![(root.to_path_buf(), Kind::Plain)];
+        while let Some((dir, kind)) = stack.pop() {
             if self.seen >= MAX_ENTRIES {
                 self.report.incomplete.push(format!(
                     "stopped after {MAX_ENTRIES} entries; not swept: {} and what follows it",
@@ -186,7 +196,8 @@ impl Sweeper {
             let Some(entries) = self.read_dir(&dir) else {
                 continue;
             };
-            let git_dir = !objects && is_git_dir(&dir);
+            let objects = kind == Kind::Objects;
+            let git_dir = kind == Kind::Plain && is_git_dir(&dir);
             if git_dir {
                 self.git_dir(&dir, false);
             }
@@ -199,12 +210,25 @@ impl Sweeper {
                 // mode bits).
                 let Ok(ft) = entry.file_type() else { continue };
                 if ft.is_dir() {
-                    // git's own object layout (fan-out dirs, packs) holds no git dir and is
-                    // large; anything else below `objects` is walked like any directory.
+                    // git's own object layout (fan-out dirs, packs) is large and holds only
+                    // files: its files are not looked at, but any directory in it is walked
+                    // (git never makes one there). One with a link count of 2 has none.
                     if objects && is_object_layout(&name) {
+                        let leaf = entry.metadata().is_ok_and(|m| m.nlink() == 2);
+                        if !leaf {
+                            stack.push((path, Kind::Layout));
+                        }
                         continue;
                     }
-                    stack.push((path, git_dir && name == "objects"));
+                    let next = if git_dir && name == "objects" {
+                        Kind::Objects
+                    } else {
+                        Kind::Plain
+                    };
+                    stack.push((path, next));
+                    continue;
+                }
+                if kind == Kind::Layout {
                     continue;
                 }
                 if name == ".git" && (ft.is_symlink() || ft.is_file()) {
@@ -257,20 +281,23 @@ impl Sweeper {
     /// made during the session if the `.git` entry was written during it.
     fn dot_git(&mut self, path: &Path) {
         let fresh = fs::symlink_metadata(path).is_ok_and(|m| self.written(&m));
-        let Ok(target) = fs::canonicalize(path) else {
-            return;
-        };
-        if target.is_dir() {
-            self.git_dir(&target, fresh);
-            return;
-        }
-        let Some(named) = read_gitfile(&target) else {
-            return;
-        };
-        // Relative to the directory holding the `.git` entry, as git resolves it.
-        let base = path.parent().unwrap_or(Path::new("/"));
-        if let Ok(gitdir) = fs::canonicalize(base.join(named)) {
-            self.git_dir(&gitdir, fresh);
+        let resolved = fs::canonicalize(path).ok().and_then(|target| {
+            if target.is_dir() {
+                return Some(target);
+            }
+            // Relative to the directory holding the `.git` entry, as git resolves it.
+            let base = path.parent().unwrap_or(Path::new("/"));
+            fs::canonicalize(base.join(read_gitfile(&target)?)).ok()
+        });
+        match resolved {
+            Some(gitdir) if gitdir.is_dir() => self.git_dir(&gitdir, fresh),
+            // Fail closed: a pointer written now that leads nowhere yet could be made to lead
+            // somewhere later by a rename the sweep cannot see; git refuses it as it is.
+            _ if fresh => self.quarantine(
+                path,
+                "a .git pointer written during the session that names no git directory (a later rename could make it name one)".into(),
+            ),
+            _ => {}
         }
     }
 
@@ -487,6 +514,22 @@ impl Sweeper {
     fn hooks(&mut self, dir: &Path, fresh: bool) {
         if self.is_protected(dir) {
             return;
+        }
+        // A linked hooks dir (git never makes one) written or retargeted during the session:
+        // the files behind it keep their old ctimes, so the link itself goes. One the user
+        // made, unchanged, is left alone and its files judged by their age.
+        if fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            let link_new = fs::symlink_metadata(dir).is_ok_and(|m| self.written(&m));
+            let target_new = fs::metadata(dir).is_ok_and(|m| self.written(&m));
+            if link_new || target_new || fs::metadata(dir).is_err() {
+                if link_new || target_new {
+                    self.quarantine(
+                        dir,
+                        "a linked hooks directory written or retargeted during the session".into(),
+                    );
+                }
+                return;
+            }
         }
         let Ok(entries) = fs::read_dir(dir) else {
             return;

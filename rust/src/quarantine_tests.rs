@@ -563,3 +563,86 @@ fn files_an_old_config_includes_are_checked_when_written() {
     assert!(list.contains("alias.lg=!git log"), "{list}");
     assert!(!list.contains("fsmonitor"), "{list}");
 }
+
+/// Review 3: a gitfile ending in "\n\0" names a dir whose name ends in a newline, as git reads
+/// it; and it was hidden in a fan-out dir of objects/.
+#[test]
+fn gitfiles_are_read_in_gits_order_and_fan_out_dirs_are_not_hiding_places() {
+    let f = fx();
+    let repo = f.root.join("p");
+    fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let g = repo.join(".git/objects/ab/G\n");
+    fs::create_dir_all(g.join("objects")).unwrap();
+    fs::create_dir_all(g.join("refs")).unwrap();
+    fs::write(g.join("HEAD"), "ref: refs/heads/master\n").unwrap();
+    fs::write(
+        g.join("config"),
+        "[core]\n\tfsmonitor = \"touch /tmp/pwned; false\"\n",
+    )
+    .unwrap();
+    fs::create_dir(repo.join("wt2")).unwrap();
+    fs::write(repo.join("wt2/.git"), "gitdir: ../.git/objects/ab/G\n\0").unwrap();
+    let r = sweep(&spec(&[&repo], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [g.join("config").as_path()], "{r:?}");
+}
+
+/// Review 3: a `.git` pointer written now that names nothing yet (a later rename would make it
+/// name a git dir hidden elsewhere) is quarantined; an old dangling one is left alone.
+#[test]
+fn dangling_pointers_written_during_the_session_are_quarantined() {
+    let f = fx();
+    fs::create_dir(f.root.join("wt3")).unwrap();
+    fs::write(f.root.join("wt3/.git"), "gitdir: ../nowhere/G\n").unwrap();
+    let r = sweep(&spec(&[&f.root], 60));
+    assert_eq!(r.findings.len(), 1, "{r:?}");
+    assert!(
+        r.findings[0]
+            .found
+            .starts_with("a .git pointer written during the session that names no git directory"),
+        "{r:?}"
+    );
+    assert!(!f.root.join("wt3/.git").exists());
+    fs::write(f.root.join("wt3/.git"), "gitdir: ../nowhere/G\n").unwrap();
+    assert!(sweep(&spec(&[&f.root], -3600)).findings.is_empty());
+}
+
+/// Review 3: a linked hooks dir, dangling in one session and given a target by a rename in the
+/// next, ran an old executable as `pre-commit`. The link goes when it is written (or its
+/// target renamed into place) during a session.
+#[test]
+fn linked_hooks_dirs_written_or_retargeted_during_the_session_are_quarantined() {
+    let f = fx();
+    let n = f.root.join("n");
+    fs::create_dir(&n).unwrap();
+    git(&n, &["init", "-q"]);
+    fs::remove_dir_all(n.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../../hk", n.join(".git/hooks")).unwrap();
+    fs::create_dir(f.root.join("tools")).unwrap();
+    let hook = f.root.join("tools/pre-commit");
+    fs::write(&hook, "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    // Session 1 ends; the link is old from here on (the sweep of session 1 is skipped here).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let session2 = spec(&[&f.root], 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::rename(f.root.join("tools"), f.root.join("hk")).unwrap();
+    let r = sweep(&session2);
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [n.join(".git/hooks").as_path()], "{r:?}");
+    assert!(
+        f.root.join("hk/pre-commit").exists(),
+        "the scripts themselves are left alone"
+    );
+    // Written in this session, dangling: caught at once, in the session that wrote it.
+    let g = fx();
+    let m = g.root.join("m");
+    fs::create_dir(&m).unwrap();
+    git(&m, &["init", "-q"]);
+    fs::remove_dir_all(m.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../../hk", m.join(".git/hooks")).unwrap();
+    let r = sweep(&spec(&[&g.root], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [m.join(".git/hooks").as_path()], "{r:?}");
+}
