@@ -53,6 +53,18 @@ pub(crate) mod testutil {
         }
     }
 
+    /// iproute2's `ip`, for tests that look at or set up a namespace with it; None (the test
+    /// skips loudly) when it is not installed.
+    pub(crate) fn ip_binary() -> Option<&'static str> {
+        let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists());
+        if ip.is_none() {
+            eprintln!("SKIPPED: iproute2 is not installed");
+        }
+        ip
+    }
+
     /// In a forked test child: a user and network namespace of its own, mapped to the caller's
     /// uid and gid as root there. False when the kernel refuses (the test then skips).
     pub(crate) fn unshare_user_net() -> bool {

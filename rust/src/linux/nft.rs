@@ -269,11 +269,7 @@ mod tests {
     /// datagram never arrives; the other family still works.
     #[test]
     fn the_filter_drops_what_the_routes_cannot_stop() {
-        let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists());
-        let Some(ip) = ip else {
-            eprintln!("SKIPPED: iproute2 is not installed");
+        let Some(ip) = crate::linux::testutil::ip_binary() else {
             return;
         };
         let child = run_in_fork(|| {

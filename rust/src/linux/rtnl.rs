@@ -584,11 +584,7 @@ mod tests {
     /// duplicate is refused unless tolerated, and the refusal names the address.
     #[test]
     fn routes_are_added_in_a_fresh_namespace() {
-        let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists());
-        let Some(ip) = ip else {
-            eprintln!("SKIPPED: iproute2 is not installed");
+        let Some(ip) = crate::linux::testutil::ip_binary() else {
             return;
         };
         let child = run_in_fork(|| {
@@ -639,11 +635,7 @@ mod tests {
     /// on a watch opened before it.
     #[test]
     fn local_table_is_read_and_watched_in_a_fresh_namespace() {
-        let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists());
-        let Some(ip) = ip else {
-            eprintln!("SKIPPED: iproute2 is not installed");
+        let Some(ip) = crate::linux::testutil::ip_binary() else {
             return;
         };
         let child = run_in_fork(|| {
