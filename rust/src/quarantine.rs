@@ -1,26 +1,37 @@
 //! The exit sweep: after every session, nothing the agent left in the writable paths may make
 //! host programs run code or follow a redirection the agent wrote.
 //!
-//! What it looks for, under every path the sandbox could write (the launch directory, the git
-//! directories, declared read-write directories):
+//! Git dirs are found as host git finds them, under every path the sandbox could write (the
+//! launch directory, the git directories, declared read-write directories): directories with
+//! a `HEAD` and `objects`/`refs`/`commondir` of any type (bare ones, `.git/modules/**`,
+//! `.git/worktrees/*`, ones hidden anywhere, `objects/` included but for git's own fan-out
+//! files), every `.git` entry (dir, gitfile, link; its git dir followed wherever it lies,
+//! gitfiles read in git's order), and a linked worktree's common dir (HEAD or not). In each:
 //! * `commondir` files where git never writes one (anywhere but `<common>/worktrees/<name>`,
 //!   or there naming another directory than `<common>`), and `gitdir` files outside
-//!   `<common>/worktrees/<name>`: git on the host would take config and hooks from wherever
-//!   they point (`echo evil > .git/commondir`). Always quarantined, whenever written.
-//! * In every git directory (`.git` dirs, bare repositories, `.git/modules/**`,
-//!   `.git/worktrees/*`, the targets of `.git` files) whose `config` or `config.worktree` was
-//!   written during the session: entries that make git run a program or read config or hooks
-//!   from elsewhere ([`crate::git::host_executes`]). The file is moved aside and rewritten
-//!   without them. Executable hooks written during the session are moved aside.
+//!   `<common>/worktrees/<name>`: always quarantined, whenever written.
+//! * `config`/`config.worktree` written during the session, or in a git dir made during it
+//!   (its markers, or its `.git` pointer, written then): entries that make git run a program
+//!   or read config or hooks from elsewhere ([`crate::git::host_executes`]) are stripped (the
+//!   file moved aside, rewritten without them). Files any config includes are checked when
+//!   written during the session.
+//! * Executable hooks written then (or in a git dir made then); a linked `hooks` dir written
+//!   or retargeted then; rebase/cherry-pick todo lists with `exec` lines written then.
+//! * `.git` pointers written during the session that name no git dir yet (a rename in a later
+//!   session could give them one).
 //! * Files with the setuid or setgid bit written during the session (the seccomp filter
 //!   stops the calls that set it; this catches whatever it missed): the bits are cleared.
 //!
-//! "Written during the session" is the inode's change time (ctime) at or after the session's
-//! start: nothing inside can set it back (`utimes` sets only atime and mtime), and renames and
-//! hard links update it too. Files the user changed before the launch are left alone.
+//! What was read-only inside the sandbox (the plan's read-only binds: the launch repository's
+//! own config and hooks, declared read-only paths) is never touched. "Written during the
+//! session" is the inode's change time after the session's start: nothing inside can set it
+//! back (`utimes` sets only atime and mtime), and renames and hard links update it too. A
+//! directory the sweep cannot list is named in a warning, never skipped in silence.
 //!
 //! The launcher runs the sweep when the sandbox has exited; a sentinel process (started
-//! before the sandbox, in a session of its own) runs it if the launcher dies first (SIGKILL).
+//! before the sandbox, in a process group of its own) runs it if the launcher dies first
+//! (SIGKILL); during the session the repository's git dirs are watched ([`Watch`]), and at
+//! every start the repository's git dir is swept for stray pointers ([`at_start`]).
 
 use std::fs;
 use std::io::{self, Read, Write};
