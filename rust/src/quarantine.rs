@@ -35,6 +35,7 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
+use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,10 @@ pub const SUFFIX: &str = ".agent-sandbox-quarantine";
 /// The sweep's budget: directory entries looked at. A tree larger than this is reported as
 /// not fully swept rather than delaying the exit without bound.
 pub const MAX_ENTRIES: usize = 500_000;
+/// Paths at least this long are reached through a descriptor of their directory.
+const DEEP: usize = 2048;
+/// Deep directories held open at most (each costs a descriptor until the sweep ends).
+const MAX_HELD: usize = 4096;
 /// The sweep file in the session directory, read by the sentinel.
 pub const SPEC_FILE: &str = "sweep.json";
 
@@ -117,6 +122,7 @@ pub fn sweep(spec: &SweepSpec) -> Report {
         report: Report::default(),
         visited: std::collections::BTreeMap::new(),
         included: std::collections::BTreeSet::new(),
+        held: Vec::new(),
     };
     for root in &spec.roots {
         s.walk(root);
@@ -136,6 +142,9 @@ struct Sweeper {
     visited: std::collections::BTreeMap<PathBuf, bool>,
     /// Included config files already followed (includes may loop).
     included: std::collections::BTreeSet<PathBuf>,
+    /// Descriptors of deep directories (see [`Self::access`]): (descriptor, its
+    /// `/proc/self/fd/N` path, the directory's path as shown).
+    held: Vec<(std::os::fd::OwnedFd, PathBuf, PathBuf)>,
 }
 
 fn ctime_nanos(m: &fs::Metadata) -> u128 {
@@ -194,13 +203,15 @@ impl Sweeper {
     }
 
     fn walk(&mut self, root: &Path) {
-        // (directory, what it is)
-        let mut stack = vec![(root.to_path_buf(), Kind::Plain)];
-        while let Some((dir, kind)) = stack.pop() {
+        // (the path the syscalls use, the path as shown, what it is). The two differ below
+        // `DEEP` bytes of path: a directory there is reached through a descriptor of its own
+        // (`/proc/self/fd/N`), so no depth can push a name past PATH_MAX and out of sight.
+        let mut stack = vec![(root.to_path_buf(), root.to_path_buf(), Kind::Plain)];
+        while let Some((dir, shown, kind)) = stack.pop() {
             if self.seen >= MAX_ENTRIES {
                 self.report.incomplete.push(format!(
                     "stopped after {MAX_ENTRIES} entries; not swept: {} and what follows it",
-                    dir.display()
+                    shown.display()
                 ));
                 return;
             }
@@ -214,8 +225,8 @@ impl Sweeper {
             }
             for entry in entries.flatten() {
                 self.seen += 1;
-                let path = entry.path();
                 let name = entry.file_name();
+                let path = dir.join(&name);
                 // Links are not followed: what they lead to outside the roots is not ours. The
                 // type comes with the directory entry; only regular files cost a stat (their
                 // mode bits).
@@ -224,19 +235,20 @@ impl Sweeper {
                     // git's own object layout (fan-out dirs, packs) is large and holds only
                     // files: its files are not looked at, but any directory in it is walked
                     // (git never makes one there). One with a link count of 2 has none.
-                    if objects && is_object_layout(&name) {
-                        let leaf = entry.metadata().is_ok_and(|m| m.nlink() == 2);
-                        if !leaf {
-                            stack.push((path, Kind::Layout));
+                    let next = if objects && is_object_layout(&name) {
+                        if entry.metadata().is_ok_and(|m| m.nlink() == 2) {
+                            continue;
                         }
-                        continue;
-                    }
-                    let next = if git_dir && name == "objects" {
+                        Kind::Layout
+                    } else if git_dir && name == "objects" {
                         Kind::Objects
                     } else {
                         Kind::Plain
                     };
-                    stack.push((path, next));
+                    let shown = shown.join(&name);
+                    if let Some(access) = self.access(&path, &shown) {
+                        stack.push((access, shown, next));
+                    }
                     continue;
                 }
                 if kind == Kind::Layout {
@@ -252,6 +264,67 @@ impl Sweeper {
                 }
             }
         }
+    }
+
+    /// The path to reach directory `path` (shown as `shown`) by: itself while short, else
+    /// `/proc/self/fd/N` of a descriptor opened on it, held to the end of the sweep.
+    fn access(&mut self, path: &Path, shown: &Path) -> Option<PathBuf> {
+        if path.as_os_str().len() < DEEP {
+            return Some(path.to_path_buf());
+        }
+        let opened = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .ok()
+            .map(|c| {
+                // SAFETY: a valid C string; the descriptor is owned below.
+                unsafe {
+                    libc::open(
+                        c.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    )
+                }
+            })
+            .unwrap_or(-1);
+        if opened < 0 || self.held.len() >= MAX_HELD {
+            if opened >= 0 {
+                // SAFETY: ours, not stored.
+                unsafe { libc::close(opened) };
+            }
+            self.report.incomplete.push(format!(
+                "could not open {}: {}; check it yourself",
+                shown.display(),
+                io::Error::last_os_error()
+            ));
+            return None;
+        }
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(opened) };
+        let access = PathBuf::from(format!("/proc/self/fd/{opened}"));
+        self.held.push((fd, access.clone(), shown.to_path_buf()));
+        Some(access)
+    }
+
+    /// `path` as the user knows it: a `/proc/self/fd/N` prefix from [`Self::access`] turned
+    /// back into the directory's path.
+    fn shown(&self, path: &Path) -> PathBuf {
+        self.held
+            .iter()
+            .rev()
+            .find_map(|(_, access, shown)| Some(shown.join(path.strip_prefix(access).ok()?)))
+            .unwrap_or_else(|| path.to_path_buf())
+    }
+
+    /// Records a finding, its paths as the user knows them.
+    fn push(&mut self, mut f: Finding) {
+        let raw = f.path.clone();
+        f.path = self.shown(&raw);
+        if f.path != raw {
+            for (_, access, shown) in self.held.iter().rev() {
+                let a = access.to_string_lossy().into_owned() + "/";
+                let s = shown.to_string_lossy().into_owned() + "/";
+                f.done = f.done.replace(&a, &s);
+            }
+        }
+        self.report.findings.push(f);
     }
 
     /// Lists `dir`. One the agent made unreadable (`chmod 311`) to hide what is inside is
@@ -443,8 +516,18 @@ impl Sweeper {
     }
 
     fn config_at(&mut self, path: &Path, fresh: bool, depth: usize) {
-        let Ok(m) = fs::symlink_metadata(path) else {
-            return;
+        let m = match fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) => {
+                // Never skipped in silence: what cannot be looked at may hold anything.
+                let shown = self.shown(path);
+                self.report.incomplete.push(format!(
+                    "could not read {}: {e}; check it yourself",
+                    shown.display()
+                ));
+                return;
+            }
         };
         // git itself gives up on includes nested deeper than 10.
         if depth > 10 {
@@ -511,7 +594,7 @@ impl Sweeper {
             Ok(()) => format!("moved to {} and rewritten without them", aside.display()),
             Err(e) => format!("moved to {} (rewriting it failed: {e})", aside.display()),
         };
-        self.report.findings.push(Finding {
+        self.push(Finding {
             path: path.to_path_buf(),
             found: format!(
                 "{}, sets {} (git on your host would run a program or read config or hooks from elsewhere)",
@@ -575,7 +658,7 @@ impl Sweeper {
             return;
         }
         let cleared = fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o1777));
-        self.report.findings.push(Finding {
+        self.push(Finding {
             path: path.to_path_buf(),
             found: format!(
                 "written during the session with mode {:o} (setuid/setgid)",
@@ -593,7 +676,7 @@ impl Sweeper {
             Ok(to) => format!("moved to {}", to.display()),
             Err(e) => format!("moving it aside failed: {e}; remove it before you run git here"),
         };
-        self.report.findings.push(Finding {
+        self.push(Finding {
             path: path.to_path_buf(),
             found,
             done,
@@ -601,7 +684,7 @@ impl Sweeper {
     }
 
     fn failed(&mut self, path: &Path, names: &[String], e: io::Error) {
-        self.report.findings.push(Finding {
+        self.push(Finding {
             path: path.to_path_buf(),
             found: format!("written during the session, sets {}", names.join(", ")),
             done: format!(
@@ -789,7 +872,6 @@ pub struct Watch {
 impl Watch {
     /// Watches those of `dirs` that are git directories. The thread ends with the process.
     pub fn start(dirs: &[PathBuf]) -> io::Result<Watch> {
-        use std::os::unix::ffi::OsStrExt;
         let findings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let gitdirs: Vec<PathBuf> = dirs.iter().filter(|d| is_git_dir(d)).cloned().collect();
         if gitdirs.is_empty() {
@@ -858,6 +940,7 @@ fn watch_loop(
                 report: Report::default(),
                 visited: Default::default(),
                 included: Default::default(),
+                held: Vec::new(),
             };
             s.pointers(dir);
             if let Ok(mut all) = sink.lock() {

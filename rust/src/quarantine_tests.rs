@@ -501,36 +501,72 @@ fn rebase_todo_lists_with_exec_lines_are_quarantined() {
     assert_eq!(paths, [todo.as_path()], "{r:?}");
 }
 
-/// Review 2, finding 3: a directory too deep to list (ENAMETOOLONG) was skipped in silence.
+/// Review 2 finding 3, review 4: a git dir deeper than PATH_MAX (built with *at calls, as the
+/// agent would) was skipped in silence, or listed but its config not read; a rename in the
+/// next session then brought it within reach of host git. It is swept where it is.
 #[test]
-fn directories_that_cannot_be_listed_are_reported() {
+fn git_dirs_deeper_than_path_max_are_swept() {
+    use std::os::fd::{AsRawFd, FromRawFd};
     let f = fx();
-    let mut deep = f.root.clone();
     let name = "d".repeat(250);
-    // Built through relative paths from inside, as the agent would.
     let mut cur = fs::File::open(&f.root).unwrap();
-    for _ in 0..20 {
-        use std::os::fd::AsRawFd;
-        let c = std::ffi::CString::new(name.clone()).unwrap();
-        unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), 0o755) };
+    let mut deep = f.root.clone();
+    let at = |n: &str| std::ffi::CString::new(n).unwrap();
+    let mkdir_open = |dir: &fs::File, n: &str| {
+        let c = at(n);
+        unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) };
         let fd = unsafe {
             libc::openat(
-                cur.as_raw_fd(),
+                dir.as_raw_fd(),
                 c.as_ptr(),
                 libc::O_RDONLY | libc::O_DIRECTORY,
             )
         };
+        assert!(fd >= 0, "{n}");
+        unsafe { fs::File::from_raw_fd(fd) }
+    };
+    let write_at = |dir: &fs::File, n: &str, text: &str| {
+        let c = at(n);
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT,
+                0o644,
+            )
+        };
         assert!(fd >= 0);
-        cur = unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let mut file = unsafe { fs::File::from_raw_fd(fd) };
+        file.write_all(text.as_bytes()).unwrap();
+    };
+    for _ in 0..17 {
+        cur = mkdir_open(&cur, &name);
         deep.push(&name);
     }
-    let r = sweep(&spec(&[&f.root], 60));
-    assert!(
-        r.incomplete
-            .iter()
-            .any(|i| i.starts_with("could not read ") && i.contains("File name too long")),
-        "{r:?}"
+    let git = mkdir_open(&cur, ".git");
+    mkdir_open(&git, "objects");
+    mkdir_open(&git, "refs");
+    write_at(&git, "HEAD", "ref: refs/heads/master\n");
+    write_at(
+        &git,
+        "config",
+        "[core]\n\tfsmonitor = \"touch /tmp/pwned; false\"\n",
     );
+    assert!(deep.join(".git/config").as_os_str().len() > 4096);
+    let r = sweep(&spec(&[&f.root], 60));
+    let paths: Vec<&Path> = r.findings.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(
+        paths,
+        [deep.join(".git/config").as_path()],
+        "{:?}",
+        r.incomplete
+    );
+    assert!(
+        r.findings[0]
+            .done
+            .starts_with(&format!("moved to {}", deep.display()))
+    );
+    assert!(r.incomplete.is_empty(), "{:?}", r.incomplete);
 }
 
 /// An old `include.path` (the user's, or one planted in an earlier session) naming a file the
