@@ -2,8 +2,9 @@
   Wrap a program in agent-sandbox: returns a package whose `bin/<outName>` runs `pkg`'s
   `bin/<binName>` in a sandbox that sees the launch directory (read-write), an empty `$HOME`
   holding only the declared paths, exactly the store paths the policy names (`pkg`,
-  `allowedPackages`, `bash`, `cacert`, store paths in `env` values) with their dependencies,
-  and the declared network.
+  `allowedPackages`, `bash`, `cacert`) with their dependencies, and the declared network. A
+  store path named only in an `env` value is not exposed: what can run inside is
+  `allowedPackages`, one list to audit.
 
   The arguments are validated when the expression is evaluated; the policy is written to the
   store as one JSON spec (`share/agent-sandbox/<outName>.json`, format: `agent-sandbox
@@ -57,8 +58,24 @@
     domains (with their subdomains), or `{ "api.github.com" = [ "GET" "HEAD" ]; "x.com" = "*"; }`:
     filtered through the helper's proxy
 
-  `allowedLocalPorts` (default `[ ]`)
+  `allowedLocalPorts` (default `[ ]`; `allowedHostPorts` is agent-sandbox.nix v5's name for it)
   : host loopback ports reachable from inside, e.g. `[ 5432 ]`; `null`: those listening on the host's loopback at launch (below 1024 not bridged on Linux)
+
+  `upstreamCaFiles` (default `[ ]`)
+  : extra CA certificates (PEM files) to trust, e.g. a corporate TLS-inspection CA: the proxy
+    trusts them upstream, and they are added to the CA bundle inside (domains allowed with
+    `"*"` are tunnelled end to end, so the client inside sees that CA's certificates)
+
+  `workspaceDir` (default `null`)
+  : the directory exposed read-write instead of the launch directory (which is then not
+    exposed); the command starts in it. It must exist. `"$HOME/src/x"` is expanded at launch
+
+  `allowUnixSockets`, `publishedPorts`, `allowHeadlessBrowsers`
+  : agent-sandbox.nix v5 arguments not supported yet: refused at evaluation with what to do
+
+  `PKG_CONFIG_PATH` is set to the `lib/pkgconfig` and `share/pkgconfig` directories of
+  `allowedPackages` (their `dev` outputs when they have one, which then join the closure), so
+  builds inside find their libraries; set it in `env` to replace it.
 
   # Type
 
@@ -144,6 +161,9 @@ let
     else
       { };
 in
+# Validation fires as soon as the result is looked at (`builtins.seq`, `nix eval .#x.name`),
+# not only when its drvPath is forced.
+builtins.seq a (
 pkgs.runCommand a.outName
   {
     wrapper = renderWrapper {
@@ -173,3 +193,4 @@ pkgs.runCommand a.outName
     mkdir -p "$out/share/agent-sandbox"
     ln -s "${specFile}" "$out/share/agent-sandbox/${a.outName}.json"
   ''
+)

@@ -36,12 +36,12 @@
     spec = {
       version = 1; outName = "claude"; program = "/nix/store/…-claude-code/bin/claude";
       path = [ "/nix/store/…-claude-code/bin" "/nix/store/…-git/bin" "/nix/store/…-bash/bin" ];
-      rwDirs = [ "/srv/shared" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ];
+      rwDirs = [ "/srv/shared" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ]; upstreamCaFiles = [ ];
       env = { EDITOR = "vi"; SSL_CERT_FILE = "/nix/store/…-cacert/etc/ssl/certs/ca-bundle.crt"; … };
       allowNix = false; allowedDomains = null; allowedLocalPorts = [ ];
     };
     launch = {
-      rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ];
+      rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ]; upstreamCaFiles = [ ]; workspaceDir = null;
       env = { TOKEN = "$CLAUDE_CODE_OAUTH_TOKEN"; };
       args = [ ];
     };
@@ -51,14 +51,18 @@
 let
   inherit (builtins)
     attrNames
+    concatLists
+    concatStringsSep
     elem
     filter
     foldl'
     isAttrs
     listToAttrs
     map
+    mapAttrs
     match
     removeAttrs
+    unsafeDiscardStringContext
     ;
 
   isDynamic = s: match ".*[$`].*" s != null;
@@ -101,6 +105,22 @@ in
           value = caBundle;
         }) caVariables
       );
+      # pkg-config finds the libraries of allowedPackages (a `-sys` crate's build script, pip
+      # building a native package): their dev outputs join the closure through this value.
+      # Only packages with a dev output: that is where nixpkgs puts .pc files and headers.
+      withDev = filter (p: isAttrs p && p ? dev) a.allowedPackages;
+      pkgConfigDirs = concatLists (
+        map (d: [
+          "${d}/lib/pkgconfig"
+          "${d}/share/pkgconfig"
+        ]) (unique (map (p: p.dev) withDev))
+      );
+      pkgConfigEnv =
+        if pkgConfigDirs == [ ] then { } else { PKG_CONFIG_PATH = concatStringsSep ":" pkgConfigDirs; };
+      # What the sandbox can run is allowedPackages (one list to audit): a store path named only
+      # in an env value stays out of the closure, so it is invisible inside.
+      userEnv = mapAttrs (_: unsafeDiscardStringContext) a.env;
+      workspace = if a.workspaceDir != null && !isDynamic a.workspaceDir then { workspaceDir = a.workspaceDir; } else { };
     in
     {
       spec = {
@@ -119,8 +139,10 @@ in
         roFiles = staticOf a.roFiles;
         allowedSockets = staticOf a.allowedSockets;
         rwHostConfig = staticOf a.rwHostConfig;
-        env = removeAttrs (caEnv // nixEnv // a.env) envDynamicNames;
-      };
+        upstreamCaFiles = staticOf a.upstreamCaFiles;
+        env = removeAttrs (caEnv // nixEnv // pkgConfigEnv // userEnv) envDynamicNames;
+      }
+      // workspace;
       launch = {
         rwDirs = dynamicOf a.rwDirs;
         rwFiles = dynamicOf a.rwFiles;
@@ -128,6 +150,8 @@ in
         roFiles = dynamicOf a.roFiles;
         allowedSockets = dynamicOf a.allowedSockets;
         rwHostConfig = dynamicOf a.rwHostConfig;
+        upstreamCaFiles = dynamicOf a.upstreamCaFiles;
+        workspaceDir = if a.workspaceDir != null && isDynamic a.workspaceDir then a.workspaceDir else null;
         env = removeAttrs a.env (filter (n: !elem n envDynamicNames) (attrNames a.env));
         # bash as the program reads no rc files: the environment inside is the declared one,
         # not what a declared home path (writable by an earlier session) happens to hold.

@@ -41,6 +41,7 @@ let
     length
     map
     match
+    removeAttrs
     replaceStrings
     stringLength
     substring
@@ -75,53 +76,12 @@ let
     "    restrictNetwork -> allowedDomains  false -> null (open network); true -> a list of domains, [ ] for no network"
   ];
 
-  required = [
-    {
-      name = "pkg";
-      what = "the package to run, e.g. pkg = pkgs.claude-code;";
-    }
-    {
-      name = "binName";
-      what = "the program in pkg's bin/ to run, e.g. binName = \"claude\";";
-    }
-    {
-      name = "outName";
-      what = "the command to create, e.g. outName = \"claude\";";
-    }
-    {
-      name = "allowedPackages";
-      what = "the packages on PATH inside, e.g. allowedPackages = sandbox.commonTools;";
-    }
-  ];
-
-  defaults = {
-    rwDirs = [ ];
-    rwFiles = [ ];
-    roDirs = [ ];
-    roFiles = [ ];
-    allowedSockets = [ ];
-    rwHostConfig = [ ];
-    env = { };
-    allowNix = false;
-    allowedDomains = null;
-    allowedLocalPorts = [ ];
+  # v5 arguments not implemented yet: refused by name (never as "unknown"), with what to do.
+  notYet = {
+    allowUnixSockets = "is not supported yet (planned: v5 parity, issue 13). Remove it: Unix sockets the agent creates inside the sandbox already work, and sockets found in declared paths are masked unless listed in allowedSockets; blocking AF_UNIX (allowUnixSockets = false) cannot be enforced yet";
+    publishedPorts = "is not supported yet (planned: v5 parity, issue 13): nothing inside the sandbox can be reached from the host. Remove it, or run the server outside the sandbox";
+    allowHeadlessBrowsers = "is not supported yet (planned: v5 parity, issue 13). Remove it; a browser inside needs its own sandbox disabled and the proxy's CA trusted, which the helper does not set up yet";
   };
-
-  requiredNames = map (r: r.name) required;
-  optionalNames = [
-    "rwDirs"
-    "rwFiles"
-    "roDirs"
-    "roFiles"
-    "allowedSockets"
-    "rwHostConfig"
-    "env"
-    "allowNix"
-    "allowedDomains"
-    "allowedLocalPorts"
-  ];
-  knownNames = requiredNames ++ optionalNames;
-
   httpMethods = [
     "GET"
     "HEAD"
@@ -311,12 +271,12 @@ let
       ];
 
   checkPorts =
-    v:
+    name: v:
     if v == null then
       [ ]
     else if !isList v then
       [
-        "mkSandbox: allowedLocalPorts must be null (all ports) or a list of port numbers 1..65535 (e.g. [ 5432 ]), got ${describe v}"
+        "mkSandbox: ${name} must be null (all ports) or a list of port numbers 1..65535 (e.g. [ 5432 ]), got ${describe v}"
       ]
     else
       let
@@ -326,27 +286,121 @@ let
         [ ]
       else
         [
-          "mkSandbox: allowedLocalPorts has ${join (map show bad)}, ${
+          "mkSandbox: ${name} has ${join (map show bad)}, ${
             if length bad == 1 then "which is not a port number" else "which are not port numbers"
           } 1..65535; expected a list of integers such as [ 5432 ], or null for all ports"
         ];
 
-  checkers = {
-    pkg = checkPkg;
-    binName = checkBinName;
-    outName = checkOutName;
-    allowedPackages = checkPackages;
-    rwDirs = checkPaths "rwDirs";
-    rwFiles = checkPaths "rwFiles";
-    roDirs = checkPaths "roDirs";
-    roFiles = checkPaths "roFiles";
-    allowedSockets = checkPaths "allowedSockets";
-    rwHostConfig = checkPaths "rwHostConfig";
-    env = checkEnv;
-    allowNix = checkAllowNix;
-    allowedDomains = checkDomains;
-    allowedLocalPorts = checkPorts;
-  };
+  checkWorkspace =
+    v:
+    if v == null || (isString v && v != "") then
+      [ ]
+    else
+      [
+        "mkSandbox: workspaceDir must be null (the launch directory) or a directory path as a string (e.g. \"$HOME/src/project\"), got ${describe v}"
+      ];
+
+  # Every argument, once: required ones say what to give, optional ones their default. The
+  # order is the one error messages list them in.
+  arguments = [
+    {
+      name = "pkg";
+      what = "the package to run, e.g. pkg = pkgs.claude-code;";
+      check = checkPkg;
+    }
+    {
+      name = "binName";
+      what = "the program in pkg's bin/ to run, e.g. binName = \"claude\";";
+      check = checkBinName;
+    }
+    {
+      name = "outName";
+      what = "the command to create, e.g. outName = \"claude\";";
+      check = checkOutName;
+    }
+    {
+      name = "allowedPackages";
+      what = "the packages on PATH inside, e.g. allowedPackages = sandbox.commonTools;";
+      check = checkPackages;
+    }
+    {
+      name = "rwDirs";
+      default = [ ];
+      check = checkPaths "rwDirs";
+    }
+    {
+      name = "rwFiles";
+      default = [ ];
+      check = checkPaths "rwFiles";
+    }
+    {
+      name = "roDirs";
+      default = [ ];
+      check = checkPaths "roDirs";
+    }
+    {
+      name = "roFiles";
+      default = [ ];
+      check = checkPaths "roFiles";
+    }
+    {
+      name = "allowedSockets";
+      default = [ ];
+      check = checkPaths "allowedSockets";
+    }
+    {
+      name = "rwHostConfig";
+      default = [ ];
+      check = checkPaths "rwHostConfig";
+    }
+    {
+      name = "env";
+      default = { };
+      check = checkEnv;
+    }
+    {
+      name = "allowNix";
+      default = false;
+      check = checkAllowNix;
+    }
+    {
+      name = "allowedDomains";
+      default = null;
+      check = checkDomains;
+    }
+    {
+      name = "allowedLocalPorts";
+      default = [ ];
+      check = checkPorts "allowedLocalPorts";
+    }
+    {
+      # agent-sandbox.nix v5's name for allowedLocalPorts.
+      name = "allowedHostPorts";
+      alias = "allowedLocalPorts";
+      check = checkPorts "allowedHostPorts";
+    }
+    {
+      name = "upstreamCaFiles";
+      default = [ ];
+      check = checkPaths "upstreamCaFiles";
+    }
+    {
+      name = "workspaceDir";
+      default = null;
+      check = checkWorkspace;
+    }
+  ];
+
+  requiredNames = map (r: r.name) (filter isRequired arguments);
+  optionalNames = map (r: r.name) (filter (r: !isRequired r) arguments);
+  knownNames = map (r: r.name) arguments;
+  isRequired = r: r ? what;
+  defaults = builtins.listToAttrs (
+    map (r: {
+      inherit (r) name;
+      value = r.default;
+    }) (filter (r: r ? default) arguments)
+  );
 in
 args:
 let
@@ -361,7 +415,13 @@ let
         "mkSandbox: removed v0 argument(s) ${join (map (r: "${r.old} (now ${r.new})") removedGiven)}; rename them as in the migration table:\n${migrationTable}"
       ];
 
-  unknown = filter (n: !(elem n knownNames) && !(elem n (map (r: r.old) removed))) given;
+  notYetProblems = map (n: "mkSandbox: ${n} (an agent-sandbox.nix v5 argument) ${notYet.${n}}") (
+    filter (n: args ? ${n}) (attrNames notYet)
+  );
+
+  unknown = filter (
+    n: !(elem n knownNames) && !(elem n (map (r: r.old) removed)) && !(notYet ? ${n})
+  ) given;
   suggest =
     n:
     let
@@ -377,13 +437,28 @@ let
       ];
 
   missingProblems = map (r: "mkSandbox: missing required argument ${r.name}: ${r.what}") (
-    filter (r: !(args ? ${r.name})) required
+    filter (r: isRequired r && !(args ? ${r.name})) arguments
   );
+
+  aliasProblems = map (
+    r:
+    "mkSandbox: ${r.name} and ${r.alias} are the same setting (${r.name} is agent-sandbox.nix v5's name); give only one of them"
+  ) (filter (r: r ? alias && args ? ${r.name} && args ? ${r.alias}) arguments);
 
   valueProblems = builtins.concatLists (
-    map (n: if args ? ${n} then checkers.${n} args.${n} else [ ]) knownNames
+    map (r: if args ? ${r.name} then r.check args.${r.name} else [ ]) arguments
   );
 
-  problems = removedProblems ++ unknownProblems ++ missingProblems ++ valueProblems;
+  problems =
+    removedProblems ++ notYetProblems ++ unknownProblems ++ missingProblems ++ aliasProblems ++ valueProblems;
+
+  # Aliases are handed on under the name the rest of the library reads.
+  canonical = builtins.foldl' (
+    acc: r:
+    if r ? alias && args ? ${r.name} then
+      removeAttrs acc [ r.name ] // { ${r.alias} = args.${r.name}; }
+    else
+      acc
+  ) args arguments;
 in
-if problems == [ ] then defaults // args else throw (concatStringsSep "\n" problems)
+if problems == [ ] then defaults // canonical else throw (concatStringsSep "\n" problems)

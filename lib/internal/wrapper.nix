@@ -43,7 +43,7 @@
     shell = "/nix/store/…-bash/bin/bash"; helper = "/nix/store/…-agent-sandbox/bin/agent-sandbox";
     specFile = "/nix/store/…-claude-sandbox.json"; outName = "claude"; program = "/nix/store/…/bin/claude";
     tools = { };
-    launch = { rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ]; env = { }; args = [ ]; };
+    launch = { rwDirs = [ "$HOME/.claude" ]; rwFiles = [ ]; roDirs = [ ]; roFiles = [ ]; allowedSockets = [ ]; rwHostConfig = [ ]; upstreamCaFiles = [ ]; workspaceDir = null; env = { }; args = [ ]; };
   }
   => ''
     #!/nix/store/…-bash/bin/bash
@@ -101,6 +101,14 @@ let
     {
       flag = "--rw-host-config";
       list = launch.rwHostConfig;
+    }
+    {
+      flag = "--upstream-ca";
+      list = launch.upstreamCaFiles;
+    }
+    {
+      flag = "--workspace";
+      list = if launch.workspaceDir == null then [ ] else [ launch.workspaceDir ];
     }
   ];
   pathLines = concatLists (

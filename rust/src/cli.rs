@@ -112,6 +112,10 @@ struct RunArgs {
     /// refused, since the service behind one acts outside the sandbox.
     #[arg(long, value_name = "PATH")]
     allow_socket: Vec<String>,
+    /// Expose DIR read-write in place of the launch directory (which is then not exposed),
+    /// and start the command in it.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<String>,
     /// Print the resolved plan (mounts, environment, network) and start nothing.
     #[arg(long)]
     dry_run: bool,
@@ -369,6 +373,9 @@ fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow:
     spec.allow_nix |= a.allow_nix;
     spec.upstream_ca_files.extend(a.upstream_ca.iter().cloned());
     spec.allowed_sockets.extend(a.allow_socket.iter().cloned());
+    if let Some(w) = &a.workspace {
+        spec.workspace_dir = Some(w.clone());
+    }
     spec.validate()?;
     Ok(())
 }
@@ -447,7 +454,17 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         .context("cannot locate the agent-sandbox executable")?;
     let init_exe = init_beside(&helper_exe);
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
-    let logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
+    let mut logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
+    // workspaceDir stands in for the launch directory everywhere (exposure, git layout, the
+    // launch guard, where the command starts).
+    let cwd = match &spec.workspace_dir {
+        Some(w) => {
+            let (real, given) = crate::guard::resolve_workspace(w, &cwd, &home)?;
+            logical_cwd = Some(given);
+            real
+        }
+        None => cwd,
+    };
     let host = HostContext {
         cwd,
         logical_cwd,
@@ -525,7 +542,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
 
     let dir = session::create(&base, &name)?;
-    if !plan.bridges.is_empty() {
+    if plan.shares_session_dir() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
     }
     session::ensure_identity(&identity, &plan.session_files)?;
@@ -672,7 +689,12 @@ fn launch(
     // Filtered mode: the per-session proxy, reachable only through its bridge.
     let proxy = match &plan.network {
         Network::Filtered(rules) => Some(start_proxy(plan, rules, session_dir)?),
-        _ => None,
+        _ => {
+            if plan.has_session_bundle() {
+                write_trust(plan, session_dir, None)?;
+            }
+            None
+        }
     };
     start_host_bridges(plan, session_dir, proxy.as_ref())?;
     let prefix = holder
@@ -758,7 +780,7 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
     confirm_launch(plan)?;
     let dir = session::create(base, name)?;
     session::rotate(base, session::KEEP_SESSIONS, name);
-    if !plan.bridges.is_empty() {
+    if plan.shares_session_dir() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
     }
     create_placeholders(plan)?;
@@ -767,7 +789,12 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
     let mut plan = plan.clone();
     let proxy = match &plan.network {
         Network::Filtered(rules) => Some(start_proxy(&plan, rules, &dir)?),
-        _ => None,
+        _ => {
+            if plan.has_session_bundle() {
+                write_trust(&plan, &dir, None)?;
+            }
+            None
+        }
     };
     if let Some(p) = &proxy {
         let port = p.addr.port();
@@ -883,25 +910,53 @@ fn start_proxy(
         ..Default::default()
     })
     .context("cannot start the filtering proxy")?;
-    let shared = session_dir.join(plan::SESSION_SHARED_DIR);
+    write_trust(plan, session_dir, Some(&proxy.ca_pem))?;
+    Ok(proxy)
+}
+
+/// Write the session's trust files (see [`plan::SESSION_CA_BUNDLE`]): the roots the sandbox
+/// would trust anyway, the upstream CAs the user named, and the proxy's CA when there is one.
+fn write_trust(plan: &Plan, session_dir: &Path, proxy_ca: Option<&str>) -> anyhow::Result<()> {
+    let mut extra = String::new();
+    for f in &plan.upstream_ca_files {
+        let pem = std::fs::read_to_string(f)
+            .with_context(|| format!("cannot read the upstream CA file {}", f.display()))?;
+        // Fail closed: a CA the sandbox was told to trust but cannot is not silently dropped.
+        if !pem.contains("-----BEGIN CERTIFICATE-----") {
+            bail!(
+                "the upstream CA file {} holds no PEM certificate (no \"-----BEGIN CERTIFICATE-----\" line). Fix: give the CA certificate in PEM form (openssl x509 -in ca.der -inform der -out ca.pem)",
+                f.display()
+            );
+        }
+        push_pem(&mut extra, &pem);
+    }
+    if let Some(ca) = proxy_ca {
+        push_pem(&mut extra, ca);
+    }
     let mut bundle = match &plan.ca_bundle_source {
         Some(src) => std::fs::read_to_string(src).with_context(|| {
             format!(
-                "cannot read the CA bundle {} to add the proxy's CA to it. Fix: point SSL_CERT_FILE at a readable PEM bundle",
+                "cannot read the CA bundle {} to add the session's CAs to it. Fix: point SSL_CERT_FILE at a readable PEM bundle",
                 src.display()
             )
         })?,
         None => String::new(),
     };
-    if !bundle.is_empty() && !bundle.ends_with('\n') {
-        bundle.push('\n');
+    push_pem(&mut bundle, &extra);
+    let shared = session_dir.join(plan::SESSION_SHARED_DIR);
+    // SSL_CERT_FILE replaces the default store: system roots plus our CAs in one file.
+    session::write_file(&shared, plan::SESSION_CA_BUNDLE, bundle.as_bytes())?;
+    // NODE_EXTRA_CA_CERTS adds to Node's roots: the CAs alone.
+    session::write_file(&shared, plan::SESSION_EXTRA_CAS, extra.as_bytes())?;
+    Ok(())
+}
+
+/// Append one PEM text to another, on a line of its own.
+fn push_pem(to: &mut String, pem: &str) {
+    if !to.is_empty() && !to.ends_with('\n') {
+        to.push('\n');
     }
-    bundle.push_str(&proxy.ca_pem);
-    // SSL_CERT_FILE replaces the default store: system roots plus our CA in one file.
-    session::write_file(&shared, "ca-bundle.pem", bundle.as_bytes())?;
-    // NODE_EXTRA_CA_CERTS adds to Node's roots: the CA alone.
-    session::write_file(&shared, "proxy-ca.pem", proxy.ca_pem.as_bytes())?;
-    Ok(proxy)
+    to.push_str(pem);
 }
 
 /// On the host: one Unix socket per bridge in the session's shared directory (Linux: macOS

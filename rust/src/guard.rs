@@ -202,6 +202,25 @@ fn writable_by_us(dir: &Path) -> bool {
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
+/// `workspaceDir` / `--workspace`: the directory that replaces the launch directory, as its
+/// real path and as given (expanded against `cwd` and `home`, for the symlink check).
+/// Fails closed: a missing workspace is refused, never replaced by the launch directory.
+pub fn resolve_workspace(raw: &str, cwd: &Path, home: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let given = crate::plan::normalize(raw, cwd, home);
+    match std::fs::canonicalize(&given) {
+        Ok(real) if real.is_dir() => Ok((real, given)),
+        Ok(real) => anyhow::bail!(
+            "workspaceDir {raw} ({}) is not a directory. Fix: point workspaceDir / --workspace at the project directory",
+            real.display()
+        ),
+        Err(e) => anyhow::bail!(
+            "workspaceDir {raw} ({}) cannot be used: {e}. Fix: create it (mkdir -p {}) or point workspaceDir / --workspace at an existing directory",
+            given.display(),
+            given.display()
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

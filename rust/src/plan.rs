@@ -139,6 +139,11 @@ pub const SESSION_MOUNT: &str = "/run/agent-sandbox/session";
 
 /// Name of the session subdirectory bound at `SESSION_MOUNT`.
 pub const SESSION_SHARED_DIR: &str = "sandbox";
+/// In `SESSION_SHARED_DIR`: the roots plus the session's own CAs (what `SSL_CERT_FILE` names).
+pub const SESSION_CA_BUNDLE: &str = "ca-bundle.pem";
+/// In `SESSION_SHARED_DIR`: the session's own CAs alone (`NODE_EXTRA_CA_CERTS` adds to Node's
+/// roots): the proxy's, and the upstream CAs the user named.
+pub const SESSION_EXTRA_CAS: &str = "proxy-ca.pem";
 
 /// Candidate ports for the proxy inside the sandbox; the first not taken by a local port wins.
 const PROXY_PORTS: &[u16] = &[3128, 3129, 8118, 18080, 28080];
@@ -227,6 +232,21 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Whether the session's shared directory (bridge sockets, trust bundle) is bound inside.
+    pub fn shares_session_dir(&self) -> bool {
+        self.mounts.iter().any(|m| match m {
+            Mount::RoBind { dest, .. } => dest == Path::new(SESSION_MOUNT),
+            _ => false,
+        })
+    }
+
+    /// Whether the sandbox trusts a bundle the launcher writes into the session's shared
+    /// directory (see [`SESSION_CA_BUNDLE`]).
+    pub fn has_session_bundle(&self) -> bool {
+        let bundle = format!("{SESSION_MOUNT}/{SESSION_CA_BUNDLE}");
+        self.env.get("SSL_CERT_FILE") == Some(&bundle)
+    }
+
     /// The host paths the sandbox can write (the sources of its read-write binds), which
     /// outlive it: nothing the launcher runs or trusts may come from there.
     pub fn writable_sources(&self) -> Vec<PathBuf> {
@@ -1056,13 +1076,19 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         for var in ["NO_PROXY", "no_proxy"] {
             env.insert(var.into(), "localhost,127.0.0.1,::1".into());
         }
-        let bundle = format!("{SESSION_MOUNT}/ca-bundle.pem");
+    }
+    // The session's trust bundle: the proxy's CA in filtered mode, and the upstream CAs the
+    // user named in every mode (a TLS-inspecting corporate proxy re-signs what "*" domains and
+    // open mode reach end to end), on top of the roots the sandbox would trust anyway.
+    let session_bundle = matches!(network, Network::Filtered(_)) || !upstream_ca_files.is_empty();
+    if session_bundle {
+        let bundle = format!("{SESSION_MOUNT}/{SESSION_CA_BUNDLE}");
         for &var in CA_BUNDLE_VARS {
             env.insert(var.into(), bundle.clone());
         }
         env.insert(
             "NODE_EXTRA_CA_CERTS".into(),
-            format!("{SESSION_MOUNT}/proxy-ca.pem"),
+            format!("{SESSION_MOUNT}/{SESSION_EXTRA_CAS}"),
         );
     }
     for &p in &local.bridged {
@@ -1072,7 +1098,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             to: BridgeTo::HostPort(p),
         });
     }
-    if !bridges.is_empty() {
+    if !bridges.is_empty() || session_bundle {
         mounts.push(Mount::RoBind {
             src: host.session_dir.join(SESSION_SHARED_DIR),
             dest: SESSION_MOUNT.into(),

@@ -73,6 +73,10 @@ pub struct Spec {
     /// socket found in a declared directory is masked, and a declared socket is refused.
     #[serde(default)]
     pub allowed_sockets: Vec<String>,
+    /// The directory exposed read-write in place of the launch directory, which is then not
+    /// exposed; the command starts in it. Absent: the launch directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<String>,
 }
 
 fn no_ports() -> Option<Vec<u32>> {

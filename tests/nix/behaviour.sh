@@ -9,6 +9,7 @@
 #   SB_PATH_OPEN             the PATH the open fixture declares
 #   SB_STORE_OPEN            `ls /nix/store` as the open fixture should see it
 #   SB_OUTSIDE               a store path in no closure
+#   SB_ENV_ONLY              a store path (findutils) named only in the fixtures' env
 #   SB_SECRET                the value of AGENT_SANDBOX_TEST_SECRET at launch
 #   SB_PORT, SB_OTHER_PORT   host loopback servers: allowed to the offline fixture, and not
 #   AGENT_SANDBOX_TEST_INET, AGENT_SANDBOX_TEST_HOST_SERVICE
@@ -138,9 +139,20 @@ closure_programs_work() {
   [ "$out" = $'first\npython ok\ncurl ok' ]
 }
 
-store_paths_named_in_env_are_in_the_closure() {
-  run "$SB_OPEN" -c '"$EXTRA_TOOL" --version | head -n 1'
-  [[ "$out" == "find (GNU findutils)"* ]]
+store_paths_named_only_in_env_are_invisible() {
+  # It exists on the host; inside, the variable names it but nothing is there.
+  [ -x "$SB_ENV_ONLY/bin/find" ] || return 1
+  run "$SB_OPEN" -c 'echo "$EXTRA_TOOL"; test -e "$EXTRA_TOOL" && echo VISIBLE || echo invisible'
+  [ "$out" = "$SB_ENV_ONLY/bin/find"$'\n'invisible ]
+}
+
+pkg_config_path_finds_dev_outputs() {
+  # The .pc file of a dev output, and the library and headers it names, are all inside.
+  run "$SB_OPEN" -c 'IFS=:; for d in $PKG_CONFIG_PATH; do [ -f "$d/fakelib.pc" ] && pc=$d/fakelib.pc; done
+    [ -n "$pc" ] || { echo "no fakelib.pc in PKG_CONFIG_PATH=$PKG_CONFIG_PATH"; exit 1; }
+    while IFS=" " read -r k a _; do case $k in Libs:) lib=${a#-L} ;; Cflags:) inc=${a#-I} ;; esac; done <"$pc"
+    cat "$lib/libfake.so" "$inc/fake.h"'
+  [ "$out" = $'fake library\nint fake(void);' ]
 }
 
 bash_program_reads_no_rc_files() {
@@ -226,7 +238,8 @@ check isolation path-is-exactly-the-declared-one path_is_exactly_the_declared_on
 check isolation tls-roots-come-from-cacert tls_roots_come_from_cacert
 check isolation store-holds-only-the-closure store_holds_only_the_closure
 check isolation closure-programs-work closure_programs_work
-check isolation store-paths-named-in-env-are-in-the-closure store_paths_named_in_env_are_in_the_closure
+check isolation store-paths-named-only-in-env-are-invisible store_paths_named_only_in_env_are_invisible
+check isolation pkg-config-path-finds-dev-outputs pkg_config_path_finds_dev_outputs
 check isolation bash-program-reads-no-rc-files bash_program_reads_no_rc_files
 check isolation helper-accepts-the-spec helper_accepts_the_spec
 check network blocked-network-reaches-nothing blocked_network_reaches_nothing

@@ -61,12 +61,12 @@ fi
 
 # --- the fixtures -----------------------------------------------------------------------------
 if ! built=$(nix-build "${nixopts[@]}" "$here/fixtures.nix" --arg port "$port" \
-  -A open -A offline -A outside --no-out-link 2>"$tmp/build.log"); then
+  -A open -A offline -A outside -A env-only --no-out-link 2>"$tmp/build.log"); then
   fail build-fixtures "$(tail -n 30 "$tmp/build.log")"
   exit 1
 fi
 pass build-fixtures
-{ read -r open; read -r offline; read -r outside; } <<<"$built"
+{ read -r open; read -r offline; read -r outside; read -r env_only; } <<<"$built"
 spec_open=$open/share/agent-sandbox/sb-open.json
 spec_offline=$offline/share/agent-sandbox/sb-offline.json
 closure() { python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["closure"]))' "$1"; }
@@ -132,6 +132,7 @@ vars=(
   SB_PATH_OPEN="$(python3 -c 'import json,sys; print(":".join(json.load(open(sys.argv[1]))["path"]))' "$spec_open")"
   SB_STORE_OPEN="$(closure "$spec_open" | xargs -n 1 basename | LC_ALL=C sort)"
   SB_OUTSIDE="$outside"
+  SB_ENV_ONLY="$env_only"
   SB_SECRET="$secret"
   SB_PORT="$port"
   SB_OTHER_PORT="$other_port"

@@ -35,6 +35,10 @@ let
     gawk = pkg "gawk-5.3";
     jq = pkg "jq-1.7";
     nix = pkg "nix-2.24";
+    # A library with its headers and .pc files in the `dev` output, as nixpkgs splits them.
+    openssl = pkg "openssl-3.3" // {
+      dev = pkg "openssl-3.3-dev";
+    };
     # Two outputs, like curl: bin/ lives in the `bin` output.
     curl = pkg "curl-8.9" // {
       bin = pkg "curl-8.9-bin";

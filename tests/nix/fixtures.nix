@@ -7,6 +7,16 @@
 }:
 let
   sandbox = import ../.. { inherit pkgs; };
+  envOnly = pkgs.findutils;
+
+  # A library split like nixpkgs splits them: the .pc file in `dev`, the library in `out`.
+  fakeLib = pkgs.runCommand "agent-sandbox-fakelib" { outputs = [ "out" "dev" ]; } ''
+    mkdir -p "$out/lib" "$dev/lib/pkgconfig" "$dev/include"
+    echo 'fake library' > "$out/lib/libfake.so"
+    echo 'int fake(void);' > "$dev/include/fake.h"
+    printf 'Name: fakelib\nDescription: test\nVersion: 1.2.3\nLibs: -L%s/lib -lfake\nCflags: -I%s/include\n' \
+      "$out" "$dev" > "$dev/lib/pkgconfig/fakelib.pc"
+  '';
 
   # The same declarations as an agent's: state in $HOME, a read-only config, secrets from the
   # launching environment and from a command, all expanded at launch.
@@ -19,6 +29,7 @@ let
       pkgs.curl
       pkgs.python3
       pkgs.iproute2
+      fakeLib
     ];
     rwDirs = [ "$HOME/.agent-state" ];
     rwFiles = [ "$HOME/.agent-history" ];
@@ -32,8 +43,9 @@ let
       SECRET = "$AGENT_SANDBOX_TEST_SECRET";
       FROM_CMD = "$(cat \"$HOME/.secret-file\")";
       MAYBE = "$AGENT_SANDBOX_TEST_UNSET";
-      # A store path named only here (findutils is not in allowedPackages) is in the closure.
-      EXTRA_TOOL = "${pkgs.findutils}/bin/find";
+      # A store path named only here (findutils is not in allowedPackages) stays invisible:
+      # what can run inside is allowedPackages, as in agent-sandbox.nix.
+      EXTRA_TOOL = "${envOnly}/bin/find";
     };
   };
 in
@@ -75,6 +87,9 @@ in
       }
     ) 30;
   };
+
+  # Named in the fixtures' env only; built so that it exists on the host.
+  env-only = envOnly;
 
   # A store path in no sandbox's closure.
   outside = pkgs.writeText "agent-sandbox-outside-closure" "must stay invisible";

@@ -513,3 +513,51 @@ fn a_large_closure_shows_exactly_its_paths_read_only() {
     // The host's view is untouched.
     assert!(hidden.join("data").exists());
 }
+
+/// workspaceDir / --workspace: that directory is the read-write launch view and the command
+/// starts in it; the directory launched from is not exposed.
+#[test]
+fn a_workspace_replaces_the_launch_dir() {
+    let f = Fixture::new();
+    let ws = f.root().join("work/ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(f.proj.join("launch-secret"), "launch-secret").unwrap();
+    let o = run(f.sh(
+        &["--workspace", ws.to_str().unwrap()],
+        &format!(
+            "pwd; echo made > made; cat {p}/launch-secret || echo no-launch-dir; touch {p}/x || echo ro-launch-dir",
+            p = f.proj.display()
+        ),
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [ws.to_str().unwrap(), "no-launch-dir", "ro-launch-dir"],
+        "{o:?}"
+    );
+    assert_eq!(read(ws.join("made")), "made\n");
+    assert!(!f.proj.join("x").exists());
+}
+
+#[test]
+fn a_relative_workspace_is_resolved_against_the_launch_dir() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.proj.join("sub")).unwrap();
+    let out = ok(f.sh(&["--workspace", "sub"], "pwd"));
+    assert_eq!(out.trim(), f.proj.join("sub").to_str().unwrap());
+}
+
+#[test]
+fn a_missing_workspace_is_refused() {
+    let f = Fixture::new();
+    let o = run(f.sh(&["--workspace", "~/nowhere"], "echo started"));
+    assert_ne!(o.code, 0, "{o:?}");
+    assert!(!o.stdout.contains("started"), "{o:?}");
+    let want = format!(
+        "workspaceDir ~/nowhere ({}) cannot be used",
+        f.home.join("nowhere").display()
+    );
+    assert!(o.stderr.contains(&want), "{o:?}");
+    assert!(o.stderr.contains("mkdir -p"), "{o:?}");
+}

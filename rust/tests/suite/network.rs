@@ -925,3 +925,55 @@ except OSError as e:
         "a TCP connection reached the host: {o:?}"
     );
 }
+
+/// A CA given with --upstream-ca (a corporate TLS inspection CA) is trusted inside as well:
+/// "*" domains are tunnelled end to end, so the client sees certificates that CA signed.
+#[test]
+fn upstream_ca_is_trusted_inside_for_tunnelled_domains() {
+    let Some((ca, _)) = fake_internet_tls() else {
+        return;
+    };
+    let f = Fixture::new();
+    let script = "curl -s -m 5 -w ' code=%{http_code}' https://198.51.100.2/index.html";
+    let with = run(f.sh(
+        &["--allow-domain", "198.51.100.2", "--upstream-ca", &ca],
+        script,
+    ));
+    assert_eq!(with.stdout, "fake internet\n code=200", "{with:?}");
+    // Without it, the tunnelled server's certificate is not trusted inside.
+    let without = run(f.sh(&["--allow-domain", "198.51.100.2"], script));
+    assert_eq!(without.stdout, " code=000", "{without:?}");
+}
+
+#[test]
+fn upstream_ca_is_trusted_inside_in_open_mode() {
+    let Some((ca, _)) = fake_internet_tls() else {
+        return;
+    };
+    let f = Fixture::new();
+    let script = "curl -s -m 5 -w ' code=%{http_code}' https://198.51.100.2/index.html; \
+                  echo; grep -c 'BEGIN CERTIFICATE' \"$NODE_EXTRA_CA_CERTS\"";
+    let with = run(f.sh(&["--upstream-ca", &ca], script));
+    assert_eq!(with.stdout, "fake internet\n code=200\n1\n", "{with:?}");
+    let without = run(f.sh(
+        &[],
+        "curl -s -m 5 -w ' code=%{http_code}' https://198.51.100.2/index.html",
+    ));
+    assert_eq!(without.stdout, " code=000", "{without:?}");
+}
+
+#[test]
+fn upstream_ca_that_is_not_pem_is_refused() {
+    let f = Fixture::new();
+    let bad = f.write("home/ca.der", "not a certificate\n");
+    let o = run(f.sh(
+        &["--no-network", "--upstream-ca", bad.to_str().unwrap()],
+        "echo started",
+    ));
+    assert_ne!(o.code, 0, "{o:?}");
+    assert!(!o.stdout.contains("started"), "{o:?}");
+    assert!(
+        o.stderr.contains("holds no PEM certificate") && o.stderr.contains("ca.der"),
+        "{o:?}"
+    );
+}
