@@ -9,6 +9,7 @@
 #   SB_PATH_OPEN             the PATH the open fixture declares
 #   SB_STORE_OPEN            `ls /nix/store` as the open fixture should see it
 #   SB_OUTSIDE               a store path in no closure
+#   SB_WS                    the open fixture with workspaceDir = "$HOME/ws"
 #   SB_ENV_ONLY              a store path (findutils) named only in the fixtures' env
 #   SB_SECRET                the value of AGENT_SANDBOX_TEST_SECRET at launch
 #   SB_PORT, SB_OTHER_PORT   host loopback servers: allowed to the offline fixture, and not
@@ -29,7 +30,7 @@ root=$(cd "$tmp" && pwd -P)
 # A fake $HOME with what an agent's declaration names, plus secrets it must not see.
 make_home() {
   local h=$1
-  mkdir -p "$h/proj" "$h/.agent-state" "$h/.agent-docs" "$h/.ssh"
+  mkdir -p "$h/proj" "$h/ws" "$h/.agent-state" "$h/.agent-docs" "$h/.ssh"
   echo '{"model":"x"}' >"$h/.agent-config.json"
   : >"$h/.agent-history"
   echo 'echo RC-SOURCED' >"$h/.bashrc"
@@ -155,6 +156,11 @@ pkg_config_path_finds_dev_outputs() {
   [ "$out" = $'fake library\nint fake(void);' ]
 }
 
+workspace_dir_replaces_the_launch_dir() {
+  run "$SB_WS" -c 'pwd; echo w > made; ls "$HOME/proj" 2>/dev/null || echo no-launch-dir'
+  [ "$out" = "$home/ws"$'\n'no-launch-dir ] && [ "$(cat "$home/ws/made")" = w ]
+}
+
 bash_program_reads_no_rc_files() {
   # The program bash runs with --norc; a nested interactive bash shows the file is there.
   run "$SB_OPEN" -i -c 'echo outer; bash -i -c "echo nested" 2>/dev/null'
@@ -240,6 +246,7 @@ check isolation store-holds-only-the-closure store_holds_only_the_closure
 check isolation closure-programs-work closure_programs_work
 check isolation store-paths-named-only-in-env-are-invisible store_paths_named_only_in_env_are_invisible
 check isolation pkg-config-path-finds-dev-outputs pkg_config_path_finds_dev_outputs
+check isolation workspace-dir-replaces-the-launch-dir workspace_dir_replaces_the_launch_dir
 check isolation bash-program-reads-no-rc-files bash_program_reads_no_rc_files
 check isolation helper-accepts-the-spec helper_accepts_the_spec
 check network blocked-network-reaches-nothing blocked_network_reaches_nothing

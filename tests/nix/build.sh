@@ -61,12 +61,12 @@ fi
 
 # --- the fixtures -----------------------------------------------------------------------------
 if ! built=$(nix-build "${nixopts[@]}" "$here/fixtures.nix" --arg port "$port" \
-  -A open -A offline -A outside -A env-only --no-out-link 2>"$tmp/build.log"); then
+  -A open -A offline -A outside -A env-only -A workspace --no-out-link 2>"$tmp/build.log"); then
   fail build-fixtures "$(tail -n 30 "$tmp/build.log")"
   exit 1
 fi
 pass build-fixtures
-{ read -r open; read -r offline; read -r outside; read -r env_only; } <<<"$built"
+{ read -r open; read -r offline; read -r outside; read -r env_only; read -r workspace; } <<<"$built"
 spec_open=$open/share/agent-sandbox/sb-open.json
 spec_offline=$offline/share/agent-sandbox/sb-offline.json
 closure() { python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["closure"]))' "$1"; }
@@ -133,6 +133,7 @@ vars=(
   SB_STORE_OPEN="$(closure "$spec_open" | xargs -n 1 basename | LC_ALL=C sort)"
   SB_OUTSIDE="$outside"
   SB_ENV_ONLY="$env_only"
+  SB_WS="$workspace/bin/sb-ws"
   SB_SECRET="$secret"
   SB_PORT="$port"
   SB_OTHER_PORT="$other_port"

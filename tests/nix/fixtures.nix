@@ -61,6 +61,9 @@ in
     }
   );
 
+  # v5's workspaceDir: the workspace, not the launch directory, is exposed.
+  workspace = sandbox.mkSandbox (common // { outName = "sb-ws"; workspaceDir = "$HOME/ws"; });
+
   # Everything an agent template puts on PATH (needs gawk, ripgrep and fd-find on the host).
   common-tools = sandbox.mkSandbox {
     pkg = pkgs.bash;
