@@ -70,7 +70,7 @@
   : the directory exposed read-write instead of the launch directory (which is then not
     exposed); the command starts in it. It must exist. `"$HOME/src/x"` is expanded at launch
 
-  `allowUnixSockets`, `publishedPorts`, `allowHeadlessBrowsers`
+  `allowUnixSockets` (v5; only `true`, today's behaviour, is accepted), `publishedPorts`, `allowHeadlessBrowsers`
   : agent-sandbox.nix v5 arguments not supported yet: refused at evaluation with what to do
 
   `PKG_CONFIG_PATH` is set to the `lib/pkgconfig` and `share/pkgconfig` directories of

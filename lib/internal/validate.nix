@@ -78,7 +78,7 @@ let
 
   # v5 arguments not implemented yet: refused by name (never as "unknown"), with what to do.
   notYet = {
-    allowUnixSockets = "is not supported yet (planned: v5 parity, issue 13). Remove it: Unix sockets the agent creates inside the sandbox already work, and sockets found in declared paths are masked unless listed in allowedSockets; blocking AF_UNIX (allowUnixSockets = false) cannot be enforced yet";
+    allowUnixSockets = "= false is not supported yet (planned: v5 parity, issue 13): blocking AF_UNIX sockets cannot be enforced, and the sandbox does not start without what you asked for. Remove it (sockets the agent creates inside then work; sockets found in declared paths stay masked unless listed in allowedSockets), or set it to true";
     publishedPorts = "is not supported yet (planned: v5 parity, issue 13): nothing inside the sandbox can be reached from the host. Remove it, or run the server outside the sandbox";
     allowHeadlessBrowsers = "is not supported yet (planned: v5 parity, issue 13). Remove it; a browser inside needs its own sandbox disabled and the proxy's CA trusted, which the helper does not set up yet";
   };
@@ -415,9 +415,18 @@ let
         "mkSandbox: removed v0 argument(s) ${join (map (r: "${r.old} (now ${r.new})") removedGiven)}; rename them as in the migration table:\n${migrationTable}"
       ];
 
-  notYetProblems = map (n: "mkSandbox: ${n} (an agent-sandbox.nix v5 argument) ${notYet.${n}}") (
-    filter (n: args ? ${n}) (attrNames notYet)
-  );
+  # allowUnixSockets = true is what the sandbox does today (v5 flakes with allowNix set it):
+  # accepted; only the restriction it cannot enforce yet is refused.
+  notYetGiven = filter (
+    n: args ? ${n} && !(n == "allowUnixSockets" && args.${n} == true)
+  ) (attrNames notYet);
+  notYetProblems = map (
+    n:
+    if n == "allowUnixSockets" && !isBool args.${n} then
+      "mkSandbox: allowUnixSockets must be true or false, got ${describe args.${n}}"
+    else
+      "mkSandbox: ${n} (an agent-sandbox.nix v5 argument) ${notYet.${n}}"
+  ) notYetGiven;
 
   unknown = filter (
     n: !(elem n knownNames) && !(elem n (map (r: r.old) removed)) && !(notYet ? ${n})

@@ -225,6 +225,15 @@ in
       launch = noLaunch;
     };
 
+    # v5 flakes with allowNix set allowUnixSockets = true: what the sandbox does today.
+    allow-unix-sockets-true-accepted = {
+      args = base // {
+        allowUnixSockets = true;
+      };
+      spec = baseSpec;
+      launch = noLaunch;
+    };
+
     # agent-sandbox.nix v5's name for allowedLocalPorts.
     allowed-host-ports = {
       args = base // {
@@ -863,11 +872,18 @@ in
       message = "mkSandbox: allowedHostPorts has 0, which is not a port number 1..65535; expected a list of integers such as [ 5432 ], or null for all ports";
     };
 
-    v5-not-yet-allowUnixSockets = {
+    v5-not-yet-allowUnixSockets-false = {
       args = base // {
-        allowUnixSockets = true;
+        allowUnixSockets = false;
       };
-      message = "mkSandbox: allowUnixSockets (an agent-sandbox.nix v5 argument) is not supported yet (planned: v5 parity, issue 13). Remove it: Unix sockets the agent creates inside the sandbox already work, and sockets found in declared paths are masked unless listed in allowedSockets; blocking AF_UNIX (allowUnixSockets = false) cannot be enforced yet";
+      message = "mkSandbox: allowUnixSockets (an agent-sandbox.nix v5 argument) = false is not supported yet (planned: v5 parity, issue 13): blocking AF_UNIX sockets cannot be enforced, and the sandbox does not start without what you asked for. Remove it (sockets the agent creates inside then work; sockets found in declared paths stay masked unless listed in allowedSockets), or set it to true";
+    };
+
+    allowUnixSockets-not-a-bool = {
+      args = base // {
+        allowUnixSockets = "yes";
+      };
+      message = ''mkSandbox: allowUnixSockets must be true or false, got the string "yes"'';
     };
 
     v5-not-yet-publishedPorts-and-allowHeadlessBrowsers = {
