@@ -921,14 +921,16 @@ fn write_trust(plan: &Plan, session_dir: &Path, proxy_ca: Option<&str>) -> anyho
     for f in &plan.upstream_ca_files {
         let pem = std::fs::read_to_string(f)
             .with_context(|| format!("cannot read the upstream CA file {}", f.display()))?;
+        // Only the certificates go inside: a PEM file may hold the CA's private key as well.
+        let certs = pem_certificates(&pem);
         // Fail closed: a CA the sandbox was told to trust but cannot is not silently dropped.
-        if !pem.contains("-----BEGIN CERTIFICATE-----") {
+        if certs.is_empty() {
             bail!(
                 "the upstream CA file {} holds no PEM certificate (no \"-----BEGIN CERTIFICATE-----\" line). Fix: give the CA certificate in PEM form (openssl x509 -in ca.der -inform der -out ca.pem)",
                 f.display()
             );
         }
-        push_pem(&mut extra, &pem);
+        push_pem(&mut extra, &certs);
     }
     if let Some(ca) = proxy_ca {
         push_pem(&mut extra, ca);
@@ -949,6 +951,31 @@ fn write_trust(plan: &Plan, session_dir: &Path, proxy_ca: Option<&str>) -> anyho
     // NODE_EXTRA_CA_CERTS adds to Node's roots: the CAs alone.
     session::write_file(&shared, plan::SESSION_EXTRA_CAS, extra.as_bytes())?;
     Ok(())
+}
+
+/// The `CERTIFICATE` blocks of a PEM text, each on lines of its own; nothing else (keys,
+/// comments) is kept.
+fn pem_certificates(pem: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in pem.lines() {
+        let line = line.trim_end_matches('\r');
+        if line == "-----BEGIN CERTIFICATE-----" {
+            inside = true;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if line == "-----END CERTIFICATE-----" {
+            inside = false;
+        }
+    }
+    // A block without its end line is not a certificate.
+    if inside {
+        out.truncate(out.rfind("-----BEGIN CERTIFICATE-----").unwrap_or(0));
+    }
+    out
 }
 
 /// Append one PEM text to another, on a line of its own.

@@ -977,3 +977,23 @@ fn upstream_ca_that_is_not_pem_is_refused() {
         "{o:?}"
     );
 }
+
+/// Only the certificates of an upstream CA file reach the sandbox: a PEM file that also holds
+/// the CA's private key must not hand the key to the agent (it could then sign anything the
+/// host's tools trust through the same file).
+#[test]
+fn upstream_ca_files_pass_only_their_certificates() {
+    let f = Fixture::new();
+    let cert = "-----BEGIN CERTIFICATE-----\nTUlJQ2Zha2U=\n-----END CERTIFICATE-----\n";
+    let file = f.write(
+        "home/corp.pem",
+        &format!(
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END PRIVATE KEY-----\nsubject=corp\n{cert}"
+        ),
+    );
+    let out = ok(f.sh(
+        &["--no-network", "--upstream-ca", file.to_str().unwrap()],
+        "cat \"$NODE_EXTRA_CA_CERTS\"; grep -c -e PRIVATE -e c2VjcmV0 \"$SSL_CERT_FILE\" || true",
+    ));
+    assert_eq!(out, format!("{cert}0\n"));
+}
