@@ -56,6 +56,13 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
                 a.extend([flag.into(), fd.to_string().into(), dest.into()]);
             }
             Mount::Tmpfs { dest } => a.extend(["--tmpfs".into(), dest.into()]),
+            // Read-only at once: nothing can be written there before or after.
+            Mount::Mask { dest } => a.extend([
+                "--tmpfs".into(),
+                dest.into(),
+                "--remount-ro".into(),
+                dest.into(),
+            ]),
             Mount::Proc { dest } => a.extend(["--proc".into(), dest.into()]),
             Mount::Dev { dest } => a.extend(["--dev".into(), dest.into()]),
             Mount::Symlink { target, dest } => {

@@ -206,6 +206,8 @@ struct Layout {
     session_dir: Option<PathBuf>,
     /// The session's shared directory (CA bundle), bound at `SESSION_MOUNT` on Linux.
     session_shared: Option<PathBuf>,
+    /// `Mount::Mask`: out of reach (the launcher's state directory inside an exposed one).
+    masked: Vec<PathBuf>,
     /// Declared symlinks: (real target, declared path, mode).
     aliases: Vec<(PathBuf, PathBuf, Mode)>,
     /// Everything else shown at its own path, shallow before deep.
@@ -279,6 +281,10 @@ fn layout(plan: &Plan) -> Layout {
                 continue;
             }
             Mount::Proc { .. } | Mount::Dev { .. } | Mount::Symlink { .. } => continue,
+            Mount::Mask { dest } => {
+                l.masked.push(canonical(dest));
+                continue;
+            }
             Mount::RoBind { src, dest } => (src, dest, Mode::Ro),
             Mount::Bind { src, dest } => (src, dest, Mode::Rw),
             // Linux binds these by descriptor; Seatbelt rules name paths either way.
@@ -620,6 +626,19 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
         "(deny file-read-data file-write*\n  (require-all\n    {}))",
         folders.join("\n    ")
     );
+    if !l.masked.is_empty() {
+        p.push_str(";; Masked: the launcher's state directory inside an exposed path (other sessions'\n;; logs, this session's files); only this session's private dirs stay usable.\n");
+    }
+    for m in &l.masked {
+        let name = params.indexed("MASK", m);
+        let mut f = vec![subpath(&name)];
+        f.extend(own.iter().cloned());
+        let _ = writeln!(
+            p,
+            "(deny file-read-data file-write*\n  (require-all\n    {}))",
+            f.join("\n    ")
+        );
+    }
     if let Some(session_dir) = &l.session_dir {
         p.push_str(";; The session directory: its logs and files are the launcher's.\n");
         let name = params.named("SESSION_DIR", &canonical(session_dir));
