@@ -162,6 +162,29 @@ mod tests {
         v.iter().map(|s| s.to_str().unwrap()).collect()
     }
 
+    /// A mask is an empty tmpfs made read-only at once, after the bind it covers.
+    #[test]
+    fn a_mask_is_a_read_only_tmpfs() {
+        let mut p = plan(Network::Open);
+        p.mounts.push(Mount::Mask {
+            dest: "/home/u/my proj/.state".into(),
+        });
+        let a = argv(&p);
+        let s = strs(&a);
+        let at = s.iter().position(|x| *x == "--remount-ro").unwrap();
+        assert_eq!(
+            s[at - 2..at + 2],
+            [
+                "--tmpfs",
+                "/home/u/my proj/.state",
+                "--remount-ro",
+                "/home/u/my proj/.state"
+            ]
+        );
+        let bind = s.iter().position(|x| *x == "--bind").unwrap();
+        assert!(bind < at - 2);
+    }
+
     #[test]
     fn exact_argv_open_network() {
         let a = argv(&plan(Network::Open));

@@ -1910,6 +1910,40 @@ mod tests {
     }
 
     /// The adversarial case: a declared path built to close the filter and open a new rule.
+    /// Issue 10, item 6: launched from $HOME, the state dir inside it is masked; Seatbelt
+    /// denies reading and writing it, sparing only this session's private HOME and TMPDIR.
+    #[test]
+    fn a_masked_state_dir_is_denied_but_the_private_dirs() {
+        let state = "/Users/u/.local/state/agent-sandbox";
+        let mut p = plan(
+            closure(),
+            vec![
+                rw(HOME),
+                rw("/Users/u/.local"),
+                rw("/Users/u/.local/state"),
+                Mount::Mask { dest: state.into() },
+            ],
+            Network::Blocked,
+            vec![],
+        );
+        p.cwd = HOME.into();
+        let sp = plan_seatbelt(&p, &opts());
+        let rule = "(deny file-read-data file-write*\n  (require-all\n    (subpath (param \"MASK_0\"))\n    (require-not (subpath (param \"TMP_DIR\")))))";
+        assert!(sp.profile.contains(rule), "{}", sp.profile);
+        assert!(params(&sp).contains(&("MASK_0", state)));
+        // After every allow: the deepest rule, the mask, decides.
+        assert!(pos(&sp.profile, rule) > pos(&sp.profile, "(allow file-read* file-write*"));
+        // The directories above it are pinned: renaming one cannot carry the rule away.
+        for pin in ["/Users/u/.local", "/Users/u/.local/state"] {
+            assert!(
+                params(&sp)
+                    .iter()
+                    .any(|(k, v)| k.starts_with("PIN_") && *v == pin),
+                "{pin}"
+            );
+        }
+    }
+
     #[test]
     fn hostile_path_changes_params_never_the_profile() {
         let hostile = "/Users/u/x\")) (allow file-write* (subpath \"/\"))\n(allow default)";
