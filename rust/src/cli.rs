@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 use clap::{Parser, Subcommand};
 
-use crate::plan::{self, HostContext, LaunchGuard, Network, Plan};
+use crate::plan::{self, HostContext, Network, Plan};
 use crate::spec::{AllowedDomains, MethodRule, Spec};
 use crate::{report, session};
 
@@ -424,6 +424,28 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     // nothing reaches bwrap, pasta or the holder (a directory descriptor would lead out of
     // any mount namespace, a socket to ssh-agent or D-Bus). The init closes them again.
     close_fds(&inherited);
+    // The launch directory first: refused, or asked about, before anything is planned,
+    // created (the state directory may lie inside it) or repaired in it.
+    let mut logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
+    // workspaceDir stands in for the launch directory everywhere (exposure, git layout, the
+    // launch guard, where the command starts).
+    let cwd = match &spec.workspace_dir {
+        Some(w) => {
+            let (real, given) = crate::guard::resolve_workspace(w, &cwd, &home)?;
+            logical_cwd = Some(given);
+            real
+        }
+        None => cwd,
+    };
+    let asked = plan::launch_guard(
+        &cwd,
+        logical_cwd.as_deref(),
+        &home,
+        nix::unistd::getuid().as_raw(),
+    )?;
+    if !a.dry_run {
+        confirm(asked.reasons(), &cwd)?;
+    }
 
     let out_hint = spec
         .out_name
@@ -454,17 +476,6 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         .context("cannot locate the agent-sandbox executable")?;
     let init_exe = init_beside(&helper_exe);
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
-    let mut logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
-    // workspaceDir stands in for the launch directory everywhere (exposure, git layout, the
-    // launch guard, where the command starts).
-    let cwd = match &spec.workspace_dir {
-        Some(w) => {
-            let (real, given) = crate::guard::resolve_workspace(w, &cwd, &home)?;
-            logical_cwd = Some(given);
-            real
-        }
-        None => cwd,
-    };
     let host = HostContext {
         cwd,
         logical_cwd,
@@ -487,7 +498,14 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         eprint!("{}", crate::quarantine::at_start(&host.cwd).render());
     }
     let mut plan = plan::build(&spec, &a.command, &host)?;
-    check_session_dir_hidden(&plan, &session_dir)?;
+    // The declared paths' questions, once the plan has found them.
+    let pending: Vec<plan::Confirm> = plan
+        .guard
+        .reasons()
+        .iter()
+        .filter(|r| !asked.reasons().contains(r))
+        .cloned()
+        .collect();
 
     if target == "macos" {
         if a.dry_run {
@@ -495,6 +513,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
             return Ok(0);
         }
         if cfg!(target_os = "macos") {
+            confirm(&pending, &plan.cwd)?;
             return launch_macos(&plan, &base, &name);
         }
         bail!("--target-os macos can only be inspected here: add --dry-run");
@@ -536,7 +555,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
 
-    confirm_launch(&plan)?;
+    confirm(&pending, &plan.cwd)?;
     if spec.allow_nix {
         confirm_nix_trust()?;
     }
@@ -777,7 +796,6 @@ fn launch_macos(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<i32> {
     use crate::plan::BridgeTo;
     use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
-    confirm_launch(plan)?;
     let dir = session::create(base, name)?;
     session::rotate(base, session::KEEP_SESSIONS, name);
     if plan.shares_session_dir() {
@@ -1049,23 +1067,6 @@ fn foreground_of_a_terminal() -> bool {
     nix::unistd::tcgetpgrp(tty.as_fd()).is_ok_and(|pg| pg == nix::unistd::getpgrp())
 }
 
-/// The session dir holds the launch log and identity files: the agent must not write there.
-fn check_session_dir_hidden(plan: &Plan, session_dir: &Path) -> anyhow::Result<()> {
-    for m in &plan.mounts {
-        if let plan::Mount::Bind { src, dest } = m {
-            if session_dir.starts_with(src) || session_dir.starts_with(dest) {
-                // Fail closed: the agent could rewrite the identity files of the next session.
-                bail!(
-                    "the session directory {} would lie inside the read-write path {}. Fix: set XDG_STATE_HOME to a directory outside every read-write path",
-                    session_dir.display(),
-                    src.display()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
 fn create_placeholders(plan: &Plan) -> anyhow::Result<()> {
     use crate::git::PlaceholderKind;
     for (p, kind) in &plan.placeholders {
@@ -1122,16 +1123,11 @@ fn confirm_nix_trust() -> anyhow::Result<()> {
     )
 }
 
-/// Launching from $HOME exposes all of it read-write: ask on the terminal, never on stdin.
-/// The launch directory's confirmations (see `guard`), each asked on the terminal.
-fn confirm_launch(plan: &Plan) -> anyhow::Result<()> {
-    let LaunchGuard::Confirm(reasons) = &plan.guard else {
-        return Ok(());
-    };
+/// The launch directory's and the declared paths' confirmations (see `guard`), each asked on
+/// the terminal: launching from $HOME exposes all of it read-write.
+fn confirm(reasons: &[plan::Confirm], cwd: &Path) -> anyhow::Result<()> {
     for reason in reasons {
-        ask_on_tty(&reason.question(&plan.cwd), || {
-            anyhow!("{}", reason.refusal(&plan.cwd))
-        })?;
+        ask_on_tty(&reason.question(cwd), || anyhow!("{}", reason.refusal(cwd)))?;
     }
     Ok(())
 }

@@ -11,7 +11,8 @@
 //!   through a symlink that leads out of the directory it sits in (an agent that could write
 //!   the project may have planted `proj/docs -> ~/.gnupg` for the user to `cd` into).
 //! * Declared paths may not be `/`, `/run`, or anything in `/proc`, `/sys` or `/dev`
-//!   (`--ro /proc` would show every host process).
+//!   (`--ro /proc` would show every host process), nor, read-write, a directory above `$HOME`.
+//!   `$HOME` itself (`--rw ~`, `--ro ~`), or read-only a directory above it, is confirmed.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,29 @@ pub enum LaunchGuard {
     Confirm(Vec<Confirm>),
 }
 
-/// Why a launch directory needs a `y`.
+impl LaunchGuard {
+    /// `self` with `reason` asked too (once).
+    pub fn and(self, reason: Confirm) -> LaunchGuard {
+        let mut v = match self {
+            LaunchGuard::Ok => Vec::new(),
+            LaunchGuard::Confirm(v) => v,
+        };
+        if !v.contains(&reason) {
+            v.push(reason);
+        }
+        LaunchGuard::Confirm(v)
+    }
+
+    /// The reasons to ask about (none for `Ok`).
+    pub fn reasons(&self) -> &[Confirm] {
+        match self {
+            LaunchGuard::Ok => &[],
+            LaunchGuard::Confirm(v) => v,
+        }
+    }
+}
+
+/// Why a launch directory (or a declared path) needs a `y`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirm {
     Home,
@@ -34,14 +57,26 @@ pub enum Confirm {
         link: PathBuf,
         target: PathBuf,
     },
+    /// A declared path (`field`) that is `$HOME` (`is_home`) or, read-only, holds it.
+    Declared {
+        path: PathBuf,
+        field: String,
+        rw: bool,
+        is_home: bool,
+    },
 }
+
+/// What a read-write `$HOME` hands the agent, in plain words.
+const HOME_RW: &str = "the sandboxed command could read and write all of it: your SSH and GPG keys, cloud and API tokens, browser profiles, shell history and every project (only the files your shell and other host programs run, such as ~/.bashrc, stay read-only)";
+/// What a read-only `$HOME` hands the agent.
+const HOME_RO: &str = "the sandboxed command could read all of it: your SSH and GPG keys, cloud and API tokens, browser profiles, shell history and every project";
 
 impl Confirm {
     pub fn question(&self, cwd: &Path) -> String {
         let cwd = cwd.display();
         match self {
             Confirm::Home => format!(
-                "agent-sandbox: you are launching from your home directory {cwd}; all of it will be writable by the sandboxed command. continue? [y/N] "
+                "agent-sandbox: you are launching from your home directory {cwd}; {HOME_RW}. continue? [y/N] "
             ),
             Confirm::SystemDir => format!(
                 "agent-sandbox: you are launching from the system directory {cwd}; all of it will be writable by the sandboxed command (as far as your user may write it). continue? [y/N] "
@@ -52,6 +87,17 @@ impl Confirm {
                 target.display(),
                 link.parent().unwrap_or(Path::new("/")).display()
             ),
+            Confirm::Declared {
+                path,
+                field,
+                rw,
+                is_home,
+            } => format!(
+                "agent-sandbox: {} ({field}) {}; {}. continue? [y/N] ",
+                path.display(),
+                declared_what(*rw, *is_home),
+                if *rw { HOME_RW } else { HOME_RO }
+            ),
         }
     }
 
@@ -59,7 +105,7 @@ impl Confirm {
         let shown = cwd.display();
         match self {
             Confirm::Home => format!(
-                "refusing to launch from your home directory {shown} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y"
+                "refusing to launch from your home directory {shown} without confirmation: {HOME_RW}. Fix: cd into a project directory, or run from a terminal and answer y"
             ),
             Confirm::SystemDir => format!(
                 "refusing to launch from the system directory {shown} without confirmation (it would be exposed read-write). Fix: cd into a project directory, or run from a terminal and answer y"
@@ -69,7 +115,26 @@ impl Confirm {
                 link.display(),
                 target.display()
             ),
+            Confirm::Declared {
+                path,
+                field,
+                rw,
+                is_home,
+            } => format!(
+                "refusing to expose {} ({field}) without confirmation: it {}, so {}. Fix: declare the directories the agent needs instead (e.g. --rw ~/proj --ro ~/.config/tool), or run from a terminal and answer y",
+                path.display(),
+                declared_what(*rw, *is_home),
+                if *rw { HOME_RW } else { HOME_RO }
+            ),
         }
+    }
+}
+
+fn declared_what(rw: bool, is_home: bool) -> &'static str {
+    match (rw, is_home) {
+        (true, _) => "is your home directory, declared read-write",
+        (false, true) => "is your home directory, declared read-only",
+        (false, false) => "holds your home directory, declared read-only",
     }
 }
 
@@ -132,22 +197,58 @@ pub fn launch_dir(cwd: &Path, home: &Path, uid: u32) -> Result<LaunchGuard, Stri
     })
 }
 
-/// A declared path (canonical or normalised) that must not be exposed at all. Pure.
-pub fn declared_path(path: &Path, field: &str) -> Result<(), String> {
-    let refused = path == Path::new("/")
-        || path == Path::new("/run")
+/// A declared path (canonical or normalised; `rw`: read-write) that must not be exposed at
+/// all (`Err`), or only after a `y` (`Some`). Pure.
+pub fn declared_path(
+    path: &Path,
+    field: &str,
+    rw: bool,
+    home: &Path,
+) -> Result<Option<Confirm>, String> {
+    if path == Path::new("/") {
+        // Fail closed: / is the whole machine.
+        return Err(format!(
+            "/ ({field}) cannot be exposed: it is the whole machine; every file you may read (your home with its SSH keys and tokens, other users' readable files){} would be {} inside the sandbox. Fix: declare the specific directories the agent needs (e.g. --rw ~/proj --ro ~/.config/tool)",
+            if rw {
+                " and every file you may write"
+            } else {
+                ""
+            },
+            if rw {
+                "readable and writable"
+            } else {
+                "readable"
+            }
+        ));
+    }
+    let refused = path == Path::new("/run")
         || ["/proc", "/sys", "/dev"]
             .iter()
             .any(|r| path.starts_with(r));
     if refused {
-        // Fail closed: these would expose the whole machine, every host process or the
-        // host's devices and runtime sockets.
+        // Fail closed: these would expose every host process or the host's devices and
+        // runtime sockets.
         return Err(format!(
-            "{} ({field}) cannot be exposed: /, /run and everything in /proc, /sys and /dev are refused (they would show the whole machine, every host process, or the host's devices and sockets; the sandbox has its own /proc, /dev and /run). Fix: declare the specific file or directory you need, e.g. /run/user/UID/SOCKET with --allow-socket",
+            "{} ({field}) cannot be exposed: /run and everything in /proc, /sys and /dev are refused (they would show every host process, or the host's devices and sockets; the sandbox has its own /proc, /dev and /run). Fix: declare the specific file or directory you need, e.g. /run/user/UID/SOCKET with --allow-socket",
             path.display()
         ));
     }
-    Ok(())
+    if rw && home.starts_with(path) && home != path {
+        // Fail closed, as for the launch directory: every file of the user, writable.
+        return Err(format!(
+            "{} ({field}) cannot be exposed read-write: it contains your home directory {}, so {}. Fix: declare the specific directories the agent needs (e.g. --rw ~/proj)",
+            path.display(),
+            home.display(),
+            HOME_RW
+        ));
+    }
+    let confirm = home.starts_with(path).then(|| Confirm::Declared {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        rw,
+        is_home: home == path,
+    });
+    Ok(confirm)
 }
 
 /// The launch directory as the shell reached it (`logical`, from `$PWD`, which must resolve to
@@ -309,6 +410,7 @@ mod tests {
 
     #[test]
     fn declared_pseudo_filesystems_are_refused() {
+        let home = Path::new("/home/u");
         for p in [
             "/",
             "/run",
@@ -318,15 +420,72 @@ mod tests {
             "/dev",
             "/dev/sda",
         ] {
-            let e = declared_path(Path::new(p), "roDirs").unwrap_err();
+            let e = declared_path(Path::new(p), "roDirs", false, home).unwrap_err();
             assert!(
                 e.starts_with(&format!("{p} (roDirs) cannot be exposed: ")),
                 "{e}"
             );
         }
         for p in ["/run/user/1000", "/home/u/.gnupg", "/etc/hosts", "/devices"] {
-            assert_eq!(declared_path(Path::new(p), "roDirs"), Ok(()), "{p}");
+            for rw in [false, true] {
+                assert_eq!(
+                    declared_path(Path::new(p), "roDirs", rw, home),
+                    Ok(None),
+                    "{p}"
+                );
+            }
         }
+    }
+
+    /// Issue 10, item 6: `--rw /` and `--rw ~` say plainly what they would expose.
+    #[test]
+    fn declared_root_and_home_say_what_they_expose() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            declared_path(Path::new("/"), "rwDirs", true, home).unwrap_err(),
+            "/ (rwDirs) cannot be exposed: it is the whole machine; every file you may read (your home with its SSH keys and tokens, other users' readable files) and every file you may write would be readable and writable inside the sandbox. Fix: declare the specific directories the agent needs (e.g. --rw ~/proj --ro ~/.config/tool)"
+        );
+        assert_eq!(
+            declared_path(Path::new("/home"), "rwDirs", true, home).unwrap_err(),
+            format!(
+                "/home (rwDirs) cannot be exposed read-write: it contains your home directory /home/u, so {HOME_RW}. Fix: declare the specific directories the agent needs (e.g. --rw ~/proj)"
+            )
+        );
+        let rw_home = declared_path(home, "rwDirs", true, home).unwrap().unwrap();
+        assert_eq!(
+            rw_home.question(Path::new("/home/u/p")),
+            format!(
+                "agent-sandbox: /home/u (rwDirs) is your home directory, declared read-write; {HOME_RW}. continue? [y/N] "
+            )
+        );
+        assert_eq!(
+            rw_home.refusal(Path::new("/home/u/p")),
+            format!(
+                "refusing to expose /home/u (rwDirs) without confirmation: it is your home directory, declared read-write, so {HOME_RW}. Fix: declare the directories the agent needs instead (e.g. --rw ~/proj --ro ~/.config/tool), or run from a terminal and answer y"
+            )
+        );
+        assert!(HOME_RW.contains("SSH and GPG keys") && HOME_RW.contains("~/.bashrc"));
+        // Read-only: $HOME and the directories above it are asked about, not refused.
+        let ro_above = declared_path(Path::new("/home"), "roDirs", false, home)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            ro_above.refusal(Path::new("/home/u/p")),
+            format!(
+                "refusing to expose /home (roDirs) without confirmation: it holds your home directory, declared read-only, so {HOME_RO}. Fix: declare the directories the agent needs instead (e.g. --rw ~/proj --ro ~/.config/tool), or run from a terminal and answer y"
+            )
+        );
+        assert!(
+            declared_path(home, "roDirs", false, home)
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            Confirm::Home.refusal(home),
+            format!(
+                "refusing to launch from your home directory /home/u without confirmation: {HOME_RW}. Fix: cd into a project directory, or run from a terminal and answer y"
+            )
+        );
     }
 
     #[test]

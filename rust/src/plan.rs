@@ -88,6 +88,11 @@ pub enum Mount {
     Tmpfs {
         dest: PathBuf,
     },
+    /// An empty, read-only directory over `dest`: what lies there on the host is out of the
+    /// sandbox's sight and reach (the launcher's state directory inside an exposed one).
+    Mask {
+        dest: PathBuf,
+    },
     Proc {
         dest: PathBuf,
     },
@@ -116,6 +121,7 @@ impl Mount {
             | Mount::Bind { dest, .. }
             | Mount::BindFd { dest, .. }
             | Mount::Tmpfs { dest }
+            | Mount::Mask { dest }
             | Mount::Proc { dest }
             | Mount::Dev { dest }
             | Mount::Symlink { dest, .. } => dest,
@@ -362,25 +368,29 @@ struct Declared {
     field: &'static str,
 }
 
+/// The launch directory's rules ([`crate::guard`]) for the canonical `cwd` (reached as
+/// `logical_cwd`, `$PWD`), checked before anything else: the launcher asks these questions
+/// before it plans, creates or repairs anything. Reads the filesystem (the symlinks on the way
+/// to the launch directory).
+pub fn launch_guard(
+    cwd: &Path,
+    logical_cwd: Option<&Path>,
+    home: &Path,
+    uid: u32,
+) -> Result<LaunchGuard> {
+    let guard = crate::guard::launch_dir(cwd, home, uid).map_err(PlanError::Refused)?;
+    let through_link = logical_cwd.and_then(|l| crate::guard::symlinked_launch_dir(l, cwd, home));
+    Ok(match through_link {
+        Some(c) => guard.and(c),
+        None => guard,
+    })
+}
+
 /// Build the plan. Reads the filesystem (canonicalisation, git metadata, symlink scan);
 /// writes nothing.
 pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan> {
     let mut warnings = Vec::new();
-    let mut guard =
-        crate::guard::launch_dir(&host.cwd, &host.home, host.uid).map_err(PlanError::Refused)?;
-    let through_link = host
-        .logical_cwd
-        .as_deref()
-        .and_then(|l| crate::guard::symlinked_launch_dir(l, &host.cwd, &host.home));
-    if let Some(c) = through_link {
-        guard = match guard {
-            LaunchGuard::Ok => LaunchGuard::Confirm(vec![c]),
-            LaunchGuard::Confirm(mut v) => {
-                v.push(c);
-                LaunchGuard::Confirm(v)
-            }
-        };
-    }
+    let mut guard = launch_guard(&host.cwd, host.logical_cwd.as_deref(), &host.home, host.uid)?;
 
     let command = command_line(spec, args)?;
     let out_name = spec.out_name.clone().unwrap_or_else(|| {
@@ -536,9 +546,15 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     ] {
         for p in list {
             let path = normalize(p, &host.cwd, &host.home);
-            crate::guard::declared_path(&path, field).map_err(PlanError::Refused)?;
-            if let Ok(real) = std::fs::canonicalize(&path) {
-                crate::guard::declared_path(&real, field).map_err(PlanError::Refused)?;
+            let real = std::fs::canonicalize(&path).ok();
+            let mut confirm = None;
+            for form in std::iter::once(&path).chain(&real) {
+                let c = crate::guard::declared_path(form, field, rw, &host.home)
+                    .map_err(PlanError::Refused)?;
+                confirm = confirm.or(c);
+            }
+            if let Some(c) = confirm {
+                guard = guard.and(c);
             }
             declared.push(Declared {
                 path,
@@ -831,6 +847,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         .flat_map(|p| [crate::session::canonical_lenient(&p), p])
         .collect();
     let protected = protect_paths(host, &git_rw, &exempt, &mut layered, &mut held)?;
+    let state_masks = state_dir_masks(host, &layered)?;
+    // What lies under a mask is out of sight: its sockets need no masks of their own.
+    found_sockets.retain(|f| !state_masks.iter().any(|m| f.inside.starts_with(m)));
+    layered.extend(
+        state_masks
+            .into_iter()
+            .map(|dest| (5, Mount::Mask { dest })),
+    );
     warnings.extend(crate::protect::warning(&protected.kept));
     let kept_ro: Vec<PathBuf> = protected.kept.iter().map(|k| k.path.clone()).collect();
     // Made directories are parents of placeholders: created first.
@@ -1242,9 +1266,10 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
             | Mount::Bind { dest, .. }
             | Mount::BindFd { dest, .. }
             | Mount::Symlink { dest, .. } => inside(dest),
-            Mount::Tmpfs { dest } | Mount::Proc { dest } | Mount::Dev { dest } => {
-                inside(dest) || dir.starts_with(dest)
-            }
+            Mount::Tmpfs { dest }
+            | Mount::Mask { dest }
+            | Mount::Proc { dest }
+            | Mount::Dev { dest } => inside(dest) || dir.starts_with(dest),
         });
     if conflict {
         return None;
@@ -1368,6 +1393,12 @@ fn protect_paths(
         // Not readable: treated as there, so binding it fails below and says so.
         Err(_) => Node::File,
     };
+    // The launcher's state directory, when an exposed path holds it, is masked
+    // (`state_dir_masks`); the directories above it are pinned, so that renaming one cannot
+    // carry the mask away and free its place for a planted copy the launcher would read.
+    if let Some(state) = host.session_dir.parent().filter(|s| s.is_dir()) {
+        req.pin_only.push(state.to_path_buf());
+    }
     let protected = crate::protect::plan(&req, &lstat).map_err(PlanError::Refused)?;
     // A host path's place inside: below the deepest read-write bind holding it.
     let dest_of = |p: &Path| {
@@ -1424,6 +1455,34 @@ fn protect_paths(
         ));
     }
     Ok(protected)
+}
+
+/// Where the binds in `layered` show the launcher's state directory (`host.session_dir`'s
+/// parent: every session's logs and sweep specs, this session's own files, which the launcher
+/// reads back after the sandbox exits): each place gets an empty read-only mask. A bind at or
+/// inside the state directory is refused.
+fn state_dir_masks(host: &HostContext, layered: &[(u8, Mount)]) -> Result<Vec<PathBuf>> {
+    let Some(state) = host.session_dir.parent() else {
+        return Ok(Vec::new());
+    };
+    let mut masks = std::collections::BTreeSet::new();
+    for (_, m) in layered {
+        let (Mount::Bind { src, dest } | Mount::RoBind { src, dest }) = m else {
+            continue;
+        };
+        if src.starts_with(state) || dest.starts_with(state) {
+            // Fail closed: the agent would see or write the launcher's own files.
+            return Err(PlanError::Refused(format!(
+                "{} lies inside agent-sandbox's state directory {} (the launcher's logs and session files), which the sandbox must not show. Fix: launch from and declare paths outside it, or set XDG_STATE_HOME to a directory outside the paths you expose",
+                if src.starts_with(state) { src } else { dest }.display(),
+                state.display()
+            )));
+        }
+        if let Ok(rest) = state.strip_prefix(src) {
+            masks.insert(dest.join(rest));
+        }
+    }
+    Ok(masks.into_iter().collect())
 }
 
 /// The host paths the sandbox can write: the sources of the read-write binds.

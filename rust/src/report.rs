@@ -84,6 +84,7 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString], audience: A
                 }
             }
             Mount::Tmpfs { dest } => format!("  tmpfs   {}", dest.display()),
+            Mount::Mask { dest } => format!("  masked  {} (empty, read-only)", dest.display()),
             Mount::Proc { dest } => format!("  proc    {}", dest.display()),
             Mount::Dev { dest } => format!("  dev     {}", dest.display()),
             Mount::Symlink { target, dest } => {

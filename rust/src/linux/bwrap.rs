@@ -56,6 +56,13 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
                 a.extend([flag.into(), fd.to_string().into(), dest.into()]);
             }
             Mount::Tmpfs { dest } => a.extend(["--tmpfs".into(), dest.into()]),
+            // Read-only at once: nothing can be written there before or after.
+            Mount::Mask { dest } => a.extend([
+                "--tmpfs".into(),
+                dest.into(),
+                "--remount-ro".into(),
+                dest.into(),
+            ]),
             Mount::Proc { dest } => a.extend(["--proc".into(), dest.into()]),
             Mount::Dev { dest } => a.extend(["--dev".into(), dest.into()]),
             Mount::Symlink { target, dest } => {
@@ -153,6 +160,29 @@ mod tests {
 
     fn strs(v: &[OsString]) -> Vec<&str> {
         v.iter().map(|s| s.to_str().unwrap()).collect()
+    }
+
+    /// A mask is an empty tmpfs made read-only at once, after the bind it covers.
+    #[test]
+    fn a_mask_is_a_read_only_tmpfs() {
+        let mut p = plan(Network::Open);
+        p.mounts.push(Mount::Mask {
+            dest: "/home/u/my proj/.state".into(),
+        });
+        let a = argv(&p);
+        let s = strs(&a);
+        let at = s.iter().position(|x| *x == "--remount-ro").unwrap();
+        assert_eq!(
+            s[at - 2..at + 2],
+            [
+                "--tmpfs",
+                "/home/u/my proj/.state",
+                "--remount-ro",
+                "/home/u/my proj/.state"
+            ]
+        );
+        let bind = s.iter().position(|x| *x == "--bind").unwrap();
+        assert!(bind < at - 2);
     }
 
     #[test]

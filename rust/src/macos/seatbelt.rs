@@ -206,6 +206,8 @@ struct Layout {
     session_dir: Option<PathBuf>,
     /// The session's shared directory (CA bundle), bound at `SESSION_MOUNT` on Linux.
     session_shared: Option<PathBuf>,
+    /// `Mount::Mask`: out of reach (the launcher's state directory inside an exposed one).
+    masked: Vec<PathBuf>,
     /// Declared symlinks: (real target, declared path, mode).
     aliases: Vec<(PathBuf, PathBuf, Mode)>,
     /// Everything else shown at its own path, shallow before deep.
@@ -279,6 +281,10 @@ fn layout(plan: &Plan) -> Layout {
                 continue;
             }
             Mount::Proc { .. } | Mount::Dev { .. } | Mount::Symlink { .. } => continue,
+            Mount::Mask { dest } => {
+                l.masked.push(canonical(dest));
+                continue;
+            }
             Mount::RoBind { src, dest } => (src, dest, Mode::Ro),
             Mount::Bind { src, dest } => (src, dest, Mode::Rw),
             // Linux binds these by descriptor; Seatbelt rules name paths either way.
@@ -620,6 +626,19 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
         "(deny file-read-data file-write*\n  (require-all\n    {}))",
         folders.join("\n    ")
     );
+    if !l.masked.is_empty() {
+        p.push_str(";; Masked: the launcher's state directory inside an exposed path (other sessions'\n;; logs, this session's files); only this session's private dirs stay usable.\n");
+    }
+    for m in &l.masked {
+        let name = params.indexed("MASK", m);
+        let mut f = vec![subpath(&name)];
+        f.extend(own.iter().cloned());
+        let _ = writeln!(
+            p,
+            "(deny file-read-data file-write*\n  (require-all\n    {}))",
+            f.join("\n    ")
+        );
+    }
     if let Some(session_dir) = &l.session_dir {
         p.push_str(";; The session directory: its logs and files are the launcher's.\n");
         let name = params.named("SESSION_DIR", &canonical(session_dir));
@@ -1891,6 +1910,40 @@ mod tests {
     }
 
     /// The adversarial case: a declared path built to close the filter and open a new rule.
+    /// Issue 10, item 6: launched from $HOME, the state dir inside it is masked; Seatbelt
+    /// denies reading and writing it, sparing only this session's private HOME and TMPDIR.
+    #[test]
+    fn a_masked_state_dir_is_denied_but_the_private_dirs() {
+        let state = "/Users/u/.local/state/agent-sandbox";
+        let mut p = plan(
+            closure(),
+            vec![
+                rw(HOME),
+                rw("/Users/u/.local"),
+                rw("/Users/u/.local/state"),
+                Mount::Mask { dest: state.into() },
+            ],
+            Network::Blocked,
+            vec![],
+        );
+        p.cwd = HOME.into();
+        let sp = plan_seatbelt(&p, &opts());
+        let rule = "(deny file-read-data file-write*\n  (require-all\n    (subpath (param \"MASK_0\"))\n    (require-not (subpath (param \"TMP_DIR\")))))";
+        assert!(sp.profile.contains(rule), "{}", sp.profile);
+        assert!(params(&sp).contains(&("MASK_0", state)));
+        // After every allow: the deepest rule, the mask, decides.
+        assert!(pos(&sp.profile, rule) > pos(&sp.profile, "(allow file-read* file-write*"));
+        // The directories above it are pinned: renaming one cannot carry the rule away.
+        for pin in ["/Users/u/.local", "/Users/u/.local/state"] {
+            assert!(
+                params(&sp)
+                    .iter()
+                    .any(|(k, v)| k.starts_with("PIN_") && *v == pin),
+                "{pin}"
+            );
+        }
+    }
+
     #[test]
     fn hostile_path_changes_params_never_the_profile() {
         let hostile = "/Users/u/x\")) (allow file-write* (subpath \"/\"))\n(allow default)";

@@ -12,6 +12,7 @@ mod environment;
 mod filesystem;
 mod git;
 mod guard;
+mod home_launch;
 mod identity;
 mod launcher;
 mod network;

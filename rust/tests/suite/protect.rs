@@ -208,11 +208,19 @@ fn path_dirs_in_a_rw_dir_are_read_only() {
 }
 
 /// An empty `~/.bash_profile` would stop bash running `~/.profile`: not created, refused.
+/// (`--rw ~` is asked about on the terminal first: answered `y`.)
 #[test]
 fn a_bash_login_file_that_cannot_be_held_is_refused() {
     let f = Fixture::new();
     f.write("home/.profile", "# mine\n");
-    let o = run(f.sh(&["--no-network", "--rw", "~"], "echo ran"));
+    let confirmed = |script: &str| {
+        let c = f.sh(&["--no-network", "--rw", "~"], script);
+        crate::guard::answer_on_tty(c, b"y\n").map(|(o, _)| o)
+    };
+    let Some(o) = confirmed("echo ran") else {
+        eprintln!("SKIPPED a_bash_login_file_that_cannot_be_held_is_refused: no pty");
+        return;
+    };
     assert_eq!(o.code, 125, "{o:?}");
     assert_eq!(o.stdout, "", "{o:?}");
     let p = f.home.join(".bash_profile");
@@ -227,10 +235,10 @@ fn a_bash_login_file_that_cannot_be_held_is_refused() {
     assert!(!p.exists());
     // Created as the message says, the launch goes ahead and both are read-only.
     std::fs::write(&p, format!(". {}\n", f.home.join(".profile").display())).unwrap();
-    let o = run(f.sh(
-        &["--no-network", "--rw", "~"],
+    let o = confirmed(
         "echo x >> ~/.profile 2>/dev/null && echo WROTE; echo x > ~/.bash_login 2>/dev/null && echo WROTE2; echo ran",
-    ));
+    )
+    .unwrap();
     assert_eq!(o.stdout, "ran\n", "{o:?}");
     assert_eq!(read(&f.home.join(".profile")), "# mine\n");
 }

@@ -169,21 +169,43 @@ fn nothing_is_created_in_the_host_tmp() {
 
 /// Regression (review): a state dir reached through a symlink into the project slipped past the
 /// check that keeps the session files out of every writable bind, and the agent could rewrite
-/// the identity files bound into its own (and the next) session.
+/// the identity files bound into its own (and the next) session. Since issue 10, item 6 the
+/// state dir is masked wherever a bind shows it (then refused): found through its real path.
 #[test]
-fn a_symlinked_state_dir_inside_the_project_is_refused() {
+fn a_symlinked_state_dir_inside_the_project_is_masked() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.proj.join("statedir")).unwrap();
     let link = f.home.join("st");
     std::os::unix::fs::symlink(f.proj.join("statedir"), &link).unwrap();
+    let state = f.proj.join("statedir/agent-sandbox");
     let marker = f.proj.join("ran");
-    let mut c = f.sh(&["--no-network"], &format!("touch {}", marker.display()));
+    let script = format!(
+        "ls -A {s}; for x in {s}/.identity-*/passwd {s}/planted; do echo x > $x 2>/dev/null && echo WROTE; done; touch {m}",
+        s = state.display(),
+        m = marker.display()
+    );
+    let mut c = f.sh(&["--no-network"], &script);
     c.env("XDG_STATE_HOME", &link);
     let o = run(c);
-    assert_eq!(o.code, 125, "{o:?}");
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "", "{o:?}");
+    assert!(marker.exists());
+    assert!(!state.join("planted").exists());
+    let identity: Vec<_> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".identity-")
+        })
+        .collect();
+    assert_eq!(identity.len(), 1, "{identity:?}");
     assert!(
-        o.stderr.contains("would lie inside the read-write path"),
-        "{o:?}"
+        std::fs::read_to_string(identity[0].join("passwd"))
+            .unwrap()
+            .starts_with("sandbox:x:"),
+        "rewritten"
     );
-    assert!(!marker.exists());
 }
