@@ -1,12 +1,11 @@
 {
   description = "Claude Code in agent-sandbox";
 
+  # The nixpkgs agent-sandbox's flake.lock pins, which its checks build. To pick your own:
+  # nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable"; agent-sandbox.inputs.nixpkgs.follows = "nixpkgs";
   inputs = {
-    nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
-    agent-sandbox = {
-      url = "github:OWNER/agent-sandbox";
-      inputs.nixpkgs.follows = "nixpkgs";
-    };
+    agent-sandbox.url = "github:agent-sandbox/agent-sandbox";
+    nixpkgs.follows = "agent-sandbox/nixpkgs";
   };
 
   # nix run            -> claude, sandboxed in the current directory
