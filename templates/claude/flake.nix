@@ -1,7 +1,7 @@
 {
   description = "Claude Code in agent-sandbox";
 
-  # The nixpkgs agent-sandbox's flake.lock pins, which its checks build. To pick your own:
+  # nixpkgs is the revision agent-sandbox's flake.lock pins. For your own, replace its line with
   # nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable"; agent-sandbox.inputs.nixpkgs.follows = "nixpkgs";
   inputs = {
     agent-sandbox.url = "github:agent-sandbox/agent-sandbox";
