@@ -16,6 +16,28 @@
       ];
       forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
       systemOf = pkgs: pkgs.stdenv.hostPlatform.system;
+      # Where this flake is published: the templates' agent-sandbox input and the README's quick
+      # start name it, and tests/nix/quickstart.sh checks that they all say the same. Change it
+      # here and there if the flake is published elsewhere.
+      publishedUrl = "github:agent-sandbox/agent-sandbox";
+      template = name: description: {
+        path = ./templates + "/${name}";
+        inherit description;
+        # Printed by `nix flake init` (Markdown).
+        welcomeText = ''
+          # ${description}
+
+          `nix run` starts it in this directory, `nix develop` gives a shell with it. The first
+          lines of `flake.nix` say which paths to create before the first run.
+
+          From a local clone of agent-sandbox instead of `${publishedUrl}`, record the clone in
+          `flake.lock` once (again to follow its later commits):
+
+          ```sh
+          nix flake lock --override-input agent-sandbox /path/to/agent-sandbox
+          ```
+        '';
+      };
       debugShell =
         pkgs:
         import ./debug/bash.shell.nix {
@@ -42,22 +64,10 @@
       });
 
       templates = {
-        claude = {
-          path = ./templates/claude;
-          description = "Claude Code in agent-sandbox";
-        };
-        copilot = {
-          path = ./templates/copilot;
-          description = "GitHub Copilot CLI in agent-sandbox";
-        };
-        codex = {
-          path = ./templates/codex;
-          description = "OpenAI Codex CLI in agent-sandbox";
-        };
-        gemini = {
-          path = ./templates/gemini;
-          description = "Gemini CLI in agent-sandbox";
-        };
+        claude = template "claude" "Claude Code in agent-sandbox";
+        copilot = template "copilot" "GitHub Copilot CLI in agent-sandbox";
+        codex = template "codex" "OpenAI Codex CLI in agent-sandbox";
+        gemini = template "gemini" "Gemini CLI in agent-sandbox";
       };
 
       checks = forAllSystems (pkgs: import ./checks { inherit pkgs self nixpkgs; });

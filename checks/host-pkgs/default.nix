@@ -8,6 +8,10 @@
 # returns it, whatever its arguments, because the stand-in cannot compile Rust. A host package
 # that is missing is an evaluation error naming the apt package.
 #
+# As a flake (flake.nix: lib and legacyPackages) it stands in for a flake's nixpkgs input:
+# `--override-input nixpkgs path:./checks/host-pkgs --impure` (it reads the host's package
+# database, which pure evaluation forbids). The agents are small stand-in scripts (agentStandIn).
+#
 # Needs: a Debian/Ubuntu host with the packages named below installed, and patchelf.
 # Builds run as root with a local store: nix-build --option sandbox false --option substituters ''.
 {
@@ -121,6 +125,11 @@ let
       cp -L /usr/lib/git-core/git-remote-http "$core/git-remote-http"
       ln -s git-remote-http "$core/git-remote-https"
       for c in upload-pack receive-pack upload-archive; do ln -s git "$core/git-$c"; done
+      # `git submodule` is a shell script, with the shell libraries it sources.
+      for c in git-submodule git-sh-setup git-sh-i18n git-sh-i18n--envsubst; do
+        cp -L "/usr/lib/git-core/$c" "$core/$c"
+      done
+      sed -i "1s|^#!/bin/sh|#!$shell/bin/sh|" "$core/git-submodule"
       chmod -R u+w "$core"
       cp -RL /usr/share/git-core/templates "$out/share/git-core/templates"
       printf '%s\n' "#!$shell/bin/bash" \
@@ -190,6 +199,16 @@ let
           + (if initBin == null then "" else builtins.hashFile "sha256" initBin);
         relocate = ./relocate.sh;
         meta.mainProgram = "agent-sandbox";
+        # checks/helper-unit-tests.nix asks for the package's check phase.
+        passthru.overrideAttrs =
+          f:
+          let
+            attrs = if builtins.isFunction f then f { } else f;
+          in
+          if attrs.doCheck or false then
+            helperUnitTests (attrs.checkFlags or [ ])
+          else
+            unsupported "overrideAttrs of the helper (other than doCheck = true)" null;
       }
       ''
         source "$relocate"
@@ -201,6 +220,64 @@ let
         fi
         relocate_all
       '';
+
+  # The helper's unit tests, as nixpkgs' check phase runs them (`cargo test --lib`): the test
+  # executable cargo built (`cargo test --lib --no-run` names it), run in the build.
+  helperUnitTests =
+    checkFlags:
+    let
+      bin = builtins.getEnv "AGENT_SANDBOX_UNIT_TESTS_BIN";
+    in
+    if bin == "" then
+      throw "host-pkgs: the helper's unit tests are cargo's test executable. Fix: run `cd rust && cargo test --lib --no-run` and set AGENT_SANDBOX_UNIT_TESTS_BIN to the absolute path of the executable it names (scripts/test-nix does)"
+    else
+      runCommand "agent-sandbox-unit-tests"
+        {
+          tests = bin;
+          inherit checkFlags;
+          hostState = builtins.hashFile "sha256" bin;
+          nativeBuildInputs = [ pkgs.git ];
+        }
+        ''
+          export HOME=$TMPDIR/home
+          mkdir -p "$HOME"
+          cd "$TMPDIR"
+          "$tests" --test-threads=2 $checkFlags | tee "$out"
+        '';
+
+  # Stand-ins for the agents, which are not Debian packages: each is a small script named like
+  # the agent's program, so that the templates and shells build and run. Without arguments it
+  # says where it runs and what its home holds; `--version` names it; `-c COMMAND [ARG…]` runs
+  # COMMAND with bash, where the agent would run its shell commands.
+  agentStandIn =
+    pname: program:
+    writeTextFile {
+      name = "${pname}-stand-in";
+      executable = true;
+      destination = "/bin/${program}";
+      meta.mainProgram = program;
+      text = ''
+        #!${runtimeShell}
+        # A stand-in for ${pname} (checks/host-pkgs), not the agent.
+        case "''${1-}" in
+        --version) echo "${program} stand-in for ${pname} (checks/host-pkgs)" ;;
+        -c)
+          shift
+          exec ${runtimeShell} -c "$@"
+          ;;
+        "")
+          shopt -s dotglob nullglob
+          home=(~/*)
+          echo "${program} stand-in for ${pname} (checks/host-pkgs), in $PWD; home holds:" "''${home[@]##*/}"
+          ;;
+        *)
+          echo "${program} stand-in for ${pname} (checks/host-pkgs): run it without arguments, with --version, or with -c COMMAND" >&2
+          exit 2
+          ;;
+        esac
+      '';
+      checkPhase = ''${stdenv.shellDryRun} "$target"'';
+    };
 
   writeTextFile =
     {
@@ -414,16 +491,68 @@ let
       debs = [ "nix-bin" ];
     };
 
-    # Enough for `(import debug/bash.shell.nix { }).sandbox` and friends: the shell itself is
-    # a placeholder (nix-shell needs the real stdenv), its passthru is real.
+    nodejs = hostPackage {
+      pname = "nodejs";
+      install = ''copy_bin "$(readlink -f /usr/bin/node)" node'';
+    };
+
+    claude-code = agentStandIn "claude-code" "claude";
+    codex = agentStandIn "codex" "codex";
+    github-copilot-cli = agentStandIn "github-copilot-cli" "copilot";
+    gemini-cli = agentStandIn "gemini-cli" "gemini";
+
+    # An environment for nix-shell and nix develop, without stdenv: the packages' bin/ on the
+    # derivation's PATH, which both take from it (nix develop through `outputs`). Building it
+    # writes a note, as there is nothing to build.
     mkShell =
       {
+        packages ? [ ],
+        nativeBuildInputs ? [ ],
+        buildInputs ? [ ],
+        shellHook ? "",
         passthru ? { },
         ...
       }:
-      runCommand "shell-placeholder" { inherit passthru; } ''
-        echo "host-pkgs: mkShell is a placeholder; nix-shell needs nixpkgs" > "$out"
-      '';
+      runCommand "nix-shell"
+        {
+          nativeBuildInputs = packages ++ nativeBuildInputs;
+          inherit buildInputs shellHook passthru;
+          outputs = [ "out" ];
+        }
+        ''
+          echo "host-pkgs: a shell environment for nix-shell and nix develop; nothing to build" > "$out"
+        '';
+
+    # The NixOS VM tests cannot run here: this evaluates one (its fixtures built, the test
+    # script rendered with each node's address) and checks that its Python script compiles.
+    # It names itself so that nobody takes it for the VM test.
+    testers.runNixOSTest =
+      {
+        name,
+        nodes,
+        testScript,
+        ...
+      }:
+      let
+        addresses = lib.listToAttrs (
+          lib.genList (i: {
+            name = builtins.elemAt (builtins.attrNames nodes) i;
+            value.networking.primaryIPAddress = "192.0.2.${toString (i + 1)}";
+          }) (builtins.length (builtins.attrNames nodes))
+        );
+        script =
+          if builtins.isFunction testScript then testScript { nodes = addresses; } else testScript;
+      in
+      runCommand "${name}-evaluated-vm-not-run"
+        {
+          inherit script;
+          passAsFile = [ "script" ];
+          nativeBuildInputs = [ python3 ];
+        }
+        ''
+          python3 -c 'import sys; compile(open(sys.argv[1]).read(), "testScript", "exec")' "$scriptPath"
+          echo "host-pkgs: NixOS VM test ${name} evaluated, its script compiles; the VM runs only with nixpkgs" | tee "$out"
+        '';
   };
 in
 pkgs

@@ -1,12 +1,11 @@
 {
   description = "Claude Code in agent-sandbox";
 
+  # nixpkgs is the revision agent-sandbox's flake.lock pins. For your own, replace its line with
+  # nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable"; agent-sandbox.inputs.nixpkgs.follows = "nixpkgs";
   inputs = {
-    nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
-    agent-sandbox = {
-      url = "github:OWNER/agent-sandbox";
-      inputs.nixpkgs.follows = "nixpkgs";
-    };
+    agent-sandbox.url = "github:agent-sandbox/agent-sandbox";
+    nixpkgs.follows = "agent-sandbox/nixpkgs";
   };
 
   # nix run            -> claude, sandboxed in the current directory

@@ -1,17 +1,17 @@
 {
   description = "GitHub Copilot CLI in agent-sandbox";
 
+  # nixpkgs is the revision agent-sandbox's flake.lock pins. For your own, replace its line with
+  # nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable"; agent-sandbox.inputs.nixpkgs.follows = "nixpkgs";
   inputs = {
-    nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
-    agent-sandbox = {
-      url = "github:OWNER/agent-sandbox";
-      inputs.nixpkgs.follows = "nixpkgs";
-    };
+    agent-sandbox.url = "github:agent-sandbox/agent-sandbox";
+    nixpkgs.follows = "agent-sandbox/nixpkgs";
   };
 
   # nix run            -> copilot, sandboxed in the current directory
   # nix develop        -> a shell with `copilot` on PATH
-  # Once, before the first run (declared paths must exist): mkdir -p ~/.copilot
+  # Once, before the first run (declared paths must exist):
+  #   mkdir -p ~/.copilot
   outputs =
     {
       self,

@@ -1,17 +1,17 @@
 {
   description = "Gemini CLI in agent-sandbox";
 
+  # nixpkgs is the revision agent-sandbox's flake.lock pins. For your own, replace its line with
+  # nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable"; agent-sandbox.inputs.nixpkgs.follows = "nixpkgs";
   inputs = {
-    nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
-    agent-sandbox = {
-      url = "github:OWNER/agent-sandbox";
-      inputs.nixpkgs.follows = "nixpkgs";
-    };
+    agent-sandbox.url = "github:agent-sandbox/agent-sandbox";
+    nixpkgs.follows = "agent-sandbox/nixpkgs";
   };
 
   # nix run            -> gemini, sandboxed in the current directory
   # nix develop        -> a shell with `gemini` on PATH
-  # Once, before the first run (declared paths must exist): mkdir -p ~/.gemini
+  # Once, before the first run (declared paths must exist):
+  #   mkdir -p ~/.gemini
   outputs =
     {
       self,

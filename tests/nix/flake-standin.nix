@@ -3,17 +3,10 @@
 # nixpkgs (the evaluation tests, the schema check). The source is the working tree, filtered.
 let
   system = builtins.currentSystem;
+  # The stand-in's own flake outputs, as `--override-input nixpkgs path:./checks/host-pkgs` gives.
   standIn = ../../checks/host-pkgs;
-  lib = import (standIn + "/lib.nix");
-  nixpkgs = {
+  nixpkgs = (import (standIn + "/flake.nix")).outputs { self = nixpkgs; } // {
     outPath = standIn;
-    inherit lib;
-    legacyPackages = lib.genAttrs [
-      "x86_64-linux"
-      "aarch64-linux"
-      "x86_64-darwin"
-      "aarch64-darwin"
-    ] (s: import standIn { system = s; });
   };
   source = builtins.path {
     name = "source";
