@@ -10,7 +10,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Parser, Subcommand};
 
 use crate::plan::{self, HostContext, Network, Plan};
-use crate::spec::{AllowedDomains, MethodRule, Spec};
+use crate::spec::Spec;
 use crate::{report, session};
 
 /// bubblewrap's own limit on its argument count (MAX_ARGS in bubblewrap.c).
@@ -58,64 +58,8 @@ struct RunArgs {
     /// Spec file written by the Nix library (flags below add to it).
     #[arg(long, value_name = "FILE")]
     spec: Option<PathBuf>,
-    /// Expose PATH (directory or file) read-write at its real location.
-    #[arg(long, value_name = "PATH")]
-    rw: Vec<String>,
-    /// Expose PATH (directory or file) read-only at its real location.
-    #[arg(long, value_name = "PATH")]
-    ro: Vec<String>,
-    /// Expose the directory DIR read-write (like --rw, but DIR must be a directory).
-    #[arg(long, value_name = "DIR")]
-    rw_dir: Vec<String>,
-    /// Expose the file FILE read-write (like --rw, but FILE must be a file).
-    #[arg(long, value_name = "FILE")]
-    rw_file: Vec<String>,
-    /// Expose the directory DIR read-only.
-    #[arg(long, value_name = "DIR")]
-    ro_dir: Vec<String>,
-    /// Expose the file FILE read-only.
-    #[arg(long, value_name = "FILE")]
-    ro_file: Vec<String>,
-    /// Expose PATH read-write although programs on the host run or obey it (~/.bashrc,
-    /// ~/.config/git, ~/.config/systemd, a PATH directory…), which --rw keeps read-only.
-    #[arg(long, value_name = "PATH")]
-    rw_host_config: Vec<String>,
-    /// Set an environment variable inside the sandbox; `--env NAME` passes on the launcher's
-    /// value of NAME (keeps secrets off command lines).
-    #[arg(long, value_name = "NAME[=VALUE]")]
-    env: Vec<String>,
-    /// Read NAME=VALUE entries, separated by NUL bytes, from FILE (e.g. a `<(printf …)` pipe):
-    /// how the Nix wrapper hands over values expanded at launch without a command line.
-    #[arg(long, value_name = "FILE")]
-    env_file: Vec<PathBuf>,
-    /// Filter the network: allow DOMAIN (and its subdomains), optionally only some methods.
-    #[arg(long, value_name = "DOMAIN[=METHOD,…]")]
-    allow_domain: Vec<String>,
-    /// No network at all.
-    #[arg(long, conflicts_with = "allow_domain")]
-    no_network: bool,
-    /// Let the sandbox reach the host's 127.0.0.1:PORT.
-    #[arg(long, value_name = "PORT")]
-    allow_local_port: Vec<u32>,
-    /// Let the sandbox reach every port listening on the host's loopback at launch (those
-    /// below 1024 only through the proxy, with a warning).
-    #[arg(long, conflicts_with = "allow_local_port")]
-    allow_all_local_ports: bool,
-    /// Let the agent use Nix (the store read-only, the daemon reachable).
-    #[arg(long)]
-    allow_nix: bool,
-    /// Extra CA certificate (PEM) the proxy trusts for upstream TLS.
-    #[arg(long, value_name = "FILE")]
-    upstream_ca: Vec<String>,
-    /// Let the sandbox connect to the Unix socket PATH (or to every socket under the directory
-    /// PATH) in a declared path. Other sockets there are masked, and a declared socket is
-    /// refused, since the service behind one acts outside the sandbox.
-    #[arg(long, value_name = "PATH")]
-    allow_socket: Vec<String>,
-    /// Expose DIR read-write in place of the launch directory (which is then not exposed),
-    /// and start the command in it.
-    #[arg(long, value_name = "DIR")]
-    workspace: Option<String>,
+    #[command(flatten)]
+    flags: crate::flags::SpecFlags,
     /// Print the resolved plan (mounts, environment, network) and start nothing.
     #[arg(long)]
     dry_run: bool,
@@ -277,116 +221,6 @@ fn init_with(_cmd: Vec<OsString>, _setup: impl FnOnce() -> Result<(), String>) -
     EXIT_SETUP
 }
 
-/// Merge CLI flags into the spec (flags add to what the file declares).
-fn merge_flags(spec: &mut Spec, a: &RunArgs, cwd: &Path, home: &Path) -> anyhow::Result<()> {
-    for (list, rw) in [(&a.rw, true), (&a.ro, false)] {
-        for p in list {
-            // Anything but a directory (a socket, too) is a file; a missing path a directory.
-            let is_file =
-                std::fs::metadata(plan::normalize(p, cwd, home)).is_ok_and(|m| !m.is_dir());
-            let target = match (rw, is_file) {
-                (true, false) => &mut spec.rw_dirs,
-                (true, true) => &mut spec.rw_files,
-                (false, false) => &mut spec.ro_dirs,
-                (false, true) => &mut spec.ro_files,
-            };
-            target.push(p.clone());
-        }
-    }
-    spec.rw_dirs.extend(a.rw_dir.iter().cloned());
-    spec.rw_files.extend(a.rw_file.iter().cloned());
-    spec.ro_dirs.extend(a.ro_dir.iter().cloned());
-    spec.ro_files.extend(a.ro_file.iter().cloned());
-    spec.rw_host_config.extend(a.rw_host_config.iter().cloned());
-    for kv in &a.env {
-        match kv.split_once('=') {
-            Some((k, v)) => {
-                spec.env.insert(k.to_string(), v.to_string());
-            }
-            // `--env NAME` passes the launcher's value on without putting it on a command
-            // line (those are world-readable in /proc): the way to hand over secrets.
-            None => {
-                let v = std::env::var(kv).map_err(|_| {
-                    anyhow!(
-                        "--env {kv:?}: {kv} is not set (or not UTF-8) in agent-sandbox's environment. Fix: export {kv}=… first, or write --env {kv}=VALUE"
-                    )
-                })?;
-                spec.env.insert(kv.clone(), v);
-            }
-        }
-    }
-    for file in &a.env_file {
-        let bytes = std::fs::read(file)
-            .with_context(|| format!("cannot read --env-file {}", file.display()))?;
-        for record in bytes.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-            let record = String::from_utf8_lossy(record);
-            let (k, v) = record.split_once('=').ok_or_else(|| {
-                anyhow!(
-                    "--env-file {}: an entry is not NAME=VALUE (entries are separated by NUL bytes)",
-                    file.display()
-                )
-            })?;
-            spec.env.insert(k.to_string(), v.to_string());
-        }
-    }
-    if a.no_network {
-        if spec.allowed_domains.as_ref().is_some_and(|d| !is_empty(d)) {
-            bail!("--no-network contradicts the spec's allowedDomains. Fix: drop one of them");
-        }
-        spec.allowed_domains = Some(AllowedDomains::List(vec![]));
-    }
-    if !a.allow_domain.is_empty() {
-        let mut rules: std::collections::BTreeMap<String, MethodRule> =
-            match spec.allowed_domains.take() {
-                None => Default::default(),
-                Some(AllowedDomains::List(l)) => l
-                    .into_iter()
-                    .map(|d| (d, MethodRule::Any("*".into())))
-                    .collect(),
-                Some(AllowedDomains::Rules(r)) => r,
-            };
-        for item in &a.allow_domain {
-            let (domain, rule) = match item.split_once('=') {
-                None => (item.clone(), MethodRule::Any("*".into())),
-                Some((d, "*")) => (d.to_string(), MethodRule::Any("*".into())),
-                Some((d, m)) => (
-                    d.to_string(),
-                    MethodRule::Methods(
-                        m.split(',')
-                            .map(|x| x.trim().to_ascii_uppercase())
-                            .filter(|x| !x.is_empty())
-                            .collect(),
-                    ),
-                ),
-            };
-            rules.insert(domain, rule);
-        }
-        spec.allowed_domains = Some(AllowedDomains::Rules(rules));
-    }
-    if a.allow_all_local_ports {
-        spec.allowed_local_ports = None;
-    } else if !a.allow_local_port.is_empty() {
-        if let Some(p) = spec.allowed_local_ports.as_mut() {
-            p.extend(&a.allow_local_port);
-        }
-    }
-    spec.allow_nix |= a.allow_nix;
-    spec.upstream_ca_files.extend(a.upstream_ca.iter().cloned());
-    spec.allowed_sockets.extend(a.allow_socket.iter().cloned());
-    if let Some(w) = &a.workspace {
-        spec.workspace_dir = Some(w.clone());
-    }
-    spec.validate()?;
-    Ok(())
-}
-
-fn is_empty(d: &AllowedDomains) -> bool {
-    match d {
-        AllowedDomains::List(l) => l.is_empty(),
-        AllowedDomains::Rules(r) => r.is_empty(),
-    }
-}
-
 fn host_home() -> anyhow::Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -419,7 +253,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         Some(f) => Spec::from_file(f)?,
         None => Spec::new(),
     };
-    merge_flags(&mut spec, &a, &cwd, &home)?;
+    crate::flags::merge(&mut spec, &a.flags, &cwd, &home, |k| std::env::var(k).ok())?;
     // The spec and --env-file pipes are read: nothing the caller leaked stays open here, so
     // nothing reaches bwrap, pasta or the holder (a directory descriptor would lead out of
     // any mount namespace, a socket to ssh-agent or D-Bus). The init closes them again.
