@@ -454,20 +454,19 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
         .context("cannot locate the agent-sandbox executable")?;
     let init_exe = init_beside(&helper_exe);
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
-    let mut logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
     // workspaceDir stands in for the launch directory everywhere (exposure, git layout, the
     // launch guard, where the command starts).
-    let cwd = match &spec.workspace_dir {
-        Some(w) => {
-            let (real, given) = crate::guard::resolve_workspace(w, &cwd, &home)?;
-            logical_cwd = Some(given);
-            real
+    let (cwd, cwd_link) = match &spec.workspace_dir {
+        Some(w) => crate::guard::resolve_workspace(w, &cwd, &home)?,
+        None => {
+            let link = std::env::var_os("PWD")
+                .and_then(|l| crate::guard::symlinked_launch_dir(Path::new(&l), &cwd, &home));
+            (cwd, link)
         }
-        None => cwd,
     };
     let host = HostContext {
         cwd,
-        logical_cwd,
+        cwd_link,
         home,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),

@@ -286,8 +286,9 @@ impl Plan {
 pub struct HostContext {
     /// Canonical launch directory.
     pub cwd: PathBuf,
-    /// The launch directory as the shell reached it (`$PWD`), when that resolves to `cwd`.
-    pub logical_cwd: Option<PathBuf>,
+    /// The symlink on the way to `cwd` that needs a `y` (see `guard::symlinked_launch_dir`),
+    /// found by the caller in the same walk that resolved `cwd` where it could race.
+    pub cwd_link: Option<crate::guard::Confirm>,
     /// Canonical `$HOME`.
     pub home: PathBuf,
     pub uid: u32,
@@ -368,11 +369,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut warnings = Vec::new();
     let mut guard =
         crate::guard::launch_dir(&host.cwd, &host.home, host.uid).map_err(PlanError::Refused)?;
-    let through_link = host
-        .logical_cwd
-        .as_deref()
-        .and_then(|l| crate::guard::symlinked_launch_dir(l, &host.cwd, &host.home));
-    if let Some(c) = through_link {
+    if let Some(c) = host.cwd_link.clone() {
         guard = match guard {
             LaunchGuard::Ok => LaunchGuard::Confirm(vec![c]),
             LaunchGuard::Confirm(mut v) => {
