@@ -692,10 +692,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut upstream_ca_files = Vec::new();
     for f in &spec.upstream_ca_files {
         let p = normalize(f, &host.cwd, &host.home);
-        if p.is_file() {
-            upstream_ca_files.push(p);
-        } else {
-            missing.push(format!("{} (upstreamCaFiles)", p.display()));
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => upstream_ca_files.push(p),
+            // Fail closed: a FIFO or a device is no CA file (and reading it could hang).
+            Ok(_) => wrong_kind.push(format!(
+                "{} (upstreamCaFiles) is not a regular file; give the CA certificate as a PEM file",
+                p.display()
+            )),
+            Err(_) => missing.push(format!("{} (upstreamCaFiles)", p.display())),
         }
     }
     if !missing.is_empty() || !wrong_kind.is_empty() {
