@@ -4,7 +4,8 @@
   holding only the declared paths, exactly the store paths the policy names (`pkg`,
   `allowedPackages`, `bash`, `cacert`) with their dependencies, and the declared network. A
   store path named only in an `env` value is not exposed: what can run inside is
-  `allowedPackages`, one list to audit.
+  `allowedPackages`, one list to audit. (A store path written into a declared path, such as
+  `roDirs` or `upstreamCaFiles`, does join the closure, with its dependencies.)
 
   The arguments are validated when the expression is evaluated; the policy is written to the
   store as one JSON spec (`share/agent-sandbox/<outName>.json`, format: `agent-sandbox
@@ -123,7 +124,8 @@ let
   inherit (parts.spec) program;
 
   # The sandbox sees what its policy names (the program, the PATH entries, store paths in
-  # env values) with their dependencies, and the helper, which runs inside as PID 1.
+  # declared paths; not those only in env values, whose context spec.nix drops) with their
+  # dependencies, and the helper, which runs inside as PID 1.
   staticSpec = pkgs.writeText "${a.outName}-sandbox-static.json" (builtins.toJSON parts.spec);
   closure = pkgs.writeClosure [
     staticSpec

@@ -260,20 +260,19 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     close_fds(&inherited);
     // The launch directory first: refused, or asked about, before anything is planned,
     // created (the state directory may lie inside it) or repaired in it.
-    let mut logical_cwd = std::env::var_os("PWD").map(PathBuf::from);
     // workspaceDir stands in for the launch directory everywhere (exposure, git layout, the
     // launch guard, where the command starts).
-    let cwd = match &spec.workspace_dir {
-        Some(w) => {
-            let (real, given) = crate::guard::resolve_workspace(w, &cwd, &home)?;
-            logical_cwd = Some(given);
-            real
+    let (cwd, cwd_link) = match &spec.workspace_dir {
+        Some(w) => crate::guard::resolve_workspace(w, &cwd, &home)?,
+        None => {
+            let link = std::env::var_os("PWD")
+                .and_then(|l| crate::guard::symlinked_launch_dir(Path::new(&l), &cwd, &home));
+            (cwd, link)
         }
-        None => cwd,
     };
     let asked = plan::launch_guard(
         &cwd,
-        logical_cwd.as_deref(),
+        cwd_link.clone(),
         &home,
         nix::unistd::getuid().as_raw(),
     )?;
@@ -312,7 +311,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
     let host = HostContext {
         cwd,
-        logical_cwd,
+        cwd_link,
         home,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
@@ -771,8 +770,9 @@ fn start_proxy(
 fn write_trust(plan: &Plan, session_dir: &Path, proxy_ca: Option<&str>) -> anyhow::Result<()> {
     let mut extra = String::new();
     for f in &plan.upstream_ca_files {
-        let pem = std::fs::read_to_string(f)
+        let pem = crate::proxy::read_ca_file(f)
             .with_context(|| format!("cannot read the upstream CA file {}", f.display()))?;
+        let pem = String::from_utf8_lossy(&pem);
         // Only the certificates go inside: a PEM file may hold the CA's private key as well.
         let certs = pem_certificates(&pem);
         // Fail closed: a CA the sandbox was told to trust but cannot is not silently dropped.
@@ -806,26 +806,35 @@ fn write_trust(plan: &Plan, session_dir: &Path, proxy_ca: Option<&str>) -> anyho
 }
 
 /// The `CERTIFICATE` blocks of a PEM text, each on lines of its own; nothing else (keys,
-/// comments) is kept.
+/// comments) is kept. A block is kept only when every line between its `BEGIN` and `END`
+/// lines is base64: one whose `END` line is missing must not carry along the key after it.
 fn pem_certificates(pem: &str) -> String {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let base64 = |l: &str| {
+        l.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
     let mut out = String::new();
-    let mut inside = false;
+    let mut block: Option<String> = None;
     for line in pem.lines() {
         let line = line.trim_end_matches('\r');
-        if line == "-----BEGIN CERTIFICATE-----" {
-            inside = true;
+        if line == BEGIN {
+            block = Some(format!("{BEGIN}\n"));
+        } else if let Some(b) = block.as_mut() {
+            if line == END {
+                out.push_str(b);
+                out.push_str(END);
+                out.push('\n');
+                block = None;
+            } else if base64(line) {
+                b.push_str(line);
+                b.push('\n');
+            } else {
+                // Fail closed: not a certificate's body; the block is dropped whole.
+                block = None;
+            }
         }
-        if inside {
-            out.push_str(line);
-            out.push('\n');
-        }
-        if line == "-----END CERTIFICATE-----" {
-            inside = false;
-        }
-    }
-    // A block without its end line is not a certificate.
-    if inside {
-        out.truncate(out.rfind("-----BEGIN CERTIFICATE-----").unwrap_or(0));
     }
     out
 }
@@ -987,5 +996,44 @@ fn ask_on_tty(question: &str, refuse: impl Fn() -> anyhow::Error) -> anyhow::Res
         Ok(())
     } else {
         Err(refuse())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CERT: &str = "-----BEGIN CERTIFICATE-----\nTUlJQ2Zh\na2U=\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn only_whole_certificate_blocks_are_kept() {
+        let key = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n";
+        assert_eq!(pem_certificates(&format!("{key}subject=x\r\n{CERT}")), CERT);
+        assert_eq!(pem_certificates(&CERT.replace('\n', "\r\n")), CERT);
+        // Review 4: a block without its END line took along the key that followed, up to the
+        // next certificate's END line.
+        let torn = "-----BEGIN CERTIFICATE-----\nTUlJ\n";
+        assert_eq!(pem_certificates(&format!("{torn}{key}{CERT}")), CERT);
+        assert_eq!(pem_certificates(torn), "");
+        let not_base64 = "-----BEGIN CERTIFICATE-----\nAWS_SECRET=abc\n-----END CERTIFICATE-----\n";
+        assert_eq!(pem_certificates(not_base64), "");
+    }
+
+    #[test]
+    fn a_ca_file_that_is_no_regular_file_is_refused_without_waiting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("ca.pem");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = crate::proxy::read_ca_file(&fifo).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let e = crate::proxy::read_ca_file(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let big = tmp.path().join("big.pem");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len((16 << 20) + 1).unwrap();
+        let e = crate::proxy::read_ca_file(&big).unwrap_err();
+        assert!(e.to_string().contains("too large for a CA file"), "{e}");
+        std::fs::write(&big, CERT).unwrap();
+        assert_eq!(crate::proxy::read_ca_file(&big).unwrap(), CERT.as_bytes());
     }
 }

@@ -252,32 +252,97 @@ pub fn declared_path(
 }
 
 /// The launch directory as the shell reached it (`logical`, from `$PWD`, which must resolve to
-/// the canonical `cwd`), checked for a symlink that leads out of the directory it sits in.
-/// Only links an agent may have written are asked about: those in a directory below `$HOME`,
-/// or elsewhere in one we can write (for root, which can write anywhere: a world-writable one
-/// such as `/tmp`). Links in system directories (the administrator's `/home -> /data/home`)
-/// and links directly in `$HOME` (the user's own `~/code -> /mnt/code`) are not: no sandbox
-/// could have written them without that being confirmed already. Reads the filesystem.
+/// the canonical `cwd`), checked for a symlink that leads out of the directory it sits in (see
+/// [`link_out_of_a_writable_dir`]). Reads the filesystem.
 pub fn symlinked_launch_dir(logical: &Path, cwd: &Path, home: &Path) -> Option<Confirm> {
-    if !logical.is_absolute() || std::fs::canonicalize(logical).ok()? != cwd {
+    if !logical.is_absolute() {
         return None;
     }
-    let mut dir = PathBuf::from("/");
-    for part in logical.components().skip(1) {
-        let here = dir.join(part);
-        let is_link = std::fs::symlink_metadata(&here)
-            .map(|m| m.file_type().is_symlink())
-            .unwrap_or(false);
-        if is_link {
-            let target = std::fs::canonicalize(&here).ok()?;
-            let parent = std::fs::canonicalize(&dir).ok()?;
-            if agent_may_have_written(&parent, home) && !target.starts_with(&parent) {
-                return Some(Confirm::ThroughSymlink { link: here, target });
-            }
-        }
-        dir = here;
+    let (real, links) = resolve_noting_links(logical).ok()?;
+    if real != cwd {
+        return None;
     }
-    None
+    link_out_of_a_writable_dir(&links, home)
+}
+
+/// The first of `links` that leads out of the directory it sits in, when an agent may have
+/// written that directory: one below `$HOME`, or elsewhere one we can write (for root, which
+/// can write anywhere: a world-writable one such as `/tmp`). Links in system directories (the
+/// administrator's `/home -> /data/home`) and links directly in `$HOME` (the user's own
+/// `~/code -> /mnt/code`) are not asked about: no sandbox could have written them without that
+/// being confirmed already.
+fn link_out_of_a_writable_dir(links: &[Link], home: &Path) -> Option<Confirm> {
+    links
+        .iter()
+        .find(|l| agent_may_have_written(&l.dir, home) && !l.target.starts_with(&l.dir))
+        .map(|l| Confirm::ThroughSymlink {
+            link: l.link.clone(),
+            target: l.target.clone(),
+        })
+}
+
+/// A symlink met while resolving a path: where it is, the real directory it sits in, and the
+/// real path it leads to.
+#[derive(Debug)]
+struct Link {
+    link: PathBuf,
+    dir: PathBuf,
+    target: PathBuf,
+}
+
+/// Most symlinks followed in one resolution, as the kernel allows (`ELOOP` past it).
+const MAX_LINKS: u32 = 40;
+
+/// `path` resolved one component at a time, as the kernel resolves it, with every symlink met
+/// on the way. One walk gives both the real path and the links behind it, so a link that an
+/// agent in another session swaps in and out between two looks (a `canonicalize`, then a scan
+/// for links) cannot make the two disagree.
+fn resolve_noting_links(path: &Path) -> std::io::Result<(PathBuf, Vec<Link>)> {
+    let mut links = Vec::new();
+    let mut budget = MAX_LINKS;
+    let real = walk(PathBuf::from("/"), path, &mut budget, &mut links)?;
+    Ok((real, links))
+}
+
+fn walk(
+    start: PathBuf,
+    rest: &Path,
+    budget: &mut u32,
+    links: &mut Vec<Link>,
+) -> std::io::Result<PathBuf> {
+    use std::path::Component;
+    let mut real = start;
+    for c in rest.components() {
+        match c {
+            Component::RootDir => real = PathBuf::from("/"),
+            Component::ParentDir => {
+                // `real` holds no link, so its parent is the real parent.
+                real.pop();
+            }
+            Component::Normal(n) => {
+                let here = real.join(n);
+                // A file followed by more components fails here with ENOTDIR.
+                if std::fs::symlink_metadata(&here)?.file_type().is_symlink() {
+                    if *budget == 0 {
+                        return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+                    }
+                    *budget -= 1;
+                    let content = std::fs::read_link(&here)?;
+                    let target = walk(real.clone(), &content, budget, links)?;
+                    links.push(Link {
+                        link: here,
+                        dir: real,
+                        target: target.clone(),
+                    });
+                    real = target;
+                } else {
+                    real = here;
+                }
+            }
+            Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(real)
 }
 
 fn agent_may_have_written(dir: &Path, home: &Path) -> bool {
@@ -303,14 +368,20 @@ fn writable_by_us(dir: &Path) -> bool {
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
-/// `workspaceDir` / `--workspace`: the directory that replaces the launch directory, as its
-/// real path and as given (expanded against `cwd` and `home`, for the symlink check).
+/// `workspaceDir` / `--workspace`: the real path of the directory that replaces the launch
+/// directory (expanded against `cwd` and `home`), and the symlink on its way that needs a `y`
+/// (as a launch directory reached through it would). Both come from one walk: a path
+/// resolved twice could lead to `~/.ssh` the first time and look link-free the second.
 /// Fails closed: a missing workspace is refused, never replaced by the launch directory.
-pub fn resolve_workspace(raw: &str, cwd: &Path, home: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+pub fn resolve_workspace(
+    raw: &str,
+    cwd: &Path,
+    home: &Path,
+) -> anyhow::Result<(PathBuf, Option<Confirm>)> {
     let given = crate::plan::normalize(raw, cwd, home);
-    match std::fs::canonicalize(&given) {
-        Ok(real) if real.is_dir() => Ok((real, given)),
-        Ok(real) => anyhow::bail!(
+    match resolve_noting_links(&given) {
+        Ok((real, links)) if real.is_dir() => Ok((real, link_out_of_a_writable_dir(&links, home))),
+        Ok((real, _)) => anyhow::bail!(
             "workspaceDir {raw} ({}) is not a directory. Fix: point workspaceDir / --workspace at the project directory",
             real.display()
         ),
@@ -518,5 +589,57 @@ mod tests {
         assert_eq!(check(proj.clone()), None);
         // $PWD that does not lead to the real cwd is not trusted for anything.
         assert_eq!(symlinked_launch_dir(&proj.join("docs"), &proj, &home), None);
+    }
+
+    #[test]
+    fn one_walk_resolves_as_canonicalize_does_and_names_the_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("proj/src")).unwrap();
+        std::fs::create_dir_all(home.join(".gnupg/sub")).unwrap();
+        std::os::unix::fs::symlink("../.gnupg", home.join("proj/keys")).unwrap();
+        // A link whose own content goes through another link.
+        std::os::unix::fs::symlink("keys/sub", home.join("proj/deep")).unwrap();
+        std::os::unix::fs::symlink("loop", home.join("proj/loop")).unwrap();
+        std::fs::write(home.join("proj/file"), "").unwrap();
+        for p in [
+            "proj/deep",
+            "proj/keys/sub/..",
+            "proj/src/../keys",
+            "proj/src",
+        ] {
+            let p = home.join(p);
+            let (real, _) = resolve_noting_links(&p).unwrap();
+            assert_eq!(real, std::fs::canonicalize(&p).unwrap(), "{}", p.display());
+        }
+        let (ws, link) = resolve_workspace("proj/deep", &home, &home).unwrap();
+        assert_eq!(ws, home.join(".gnupg/sub"));
+        assert_eq!(
+            link,
+            Some(Confirm::ThroughSymlink {
+                link: home.join("proj/keys"),
+                target: home.join(".gnupg")
+            })
+        );
+        assert_eq!(
+            resolve_workspace("~/proj/src", &root, &home).unwrap(),
+            (home.join("proj/src"), None)
+        );
+        let e = resolve_workspace("proj/loop", &home, &home)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot be used") && e.contains("os error 40"),
+            "{e}"
+        );
+        let e = resolve_workspace("proj/file/x", &home, &home)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("os error 20"), "{e}");
+        let e = resolve_workspace("proj/file", &home, &home)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a directory"), "{e}");
     }
 }

@@ -292,8 +292,9 @@ impl Plan {
 pub struct HostContext {
     /// Canonical launch directory.
     pub cwd: PathBuf,
-    /// The launch directory as the shell reached it (`$PWD`), when that resolves to `cwd`.
-    pub logical_cwd: Option<PathBuf>,
+    /// The symlink on the way to `cwd` that needs a `y` (see `guard::symlinked_launch_dir`),
+    /// found by the caller in the same walk that resolved `cwd` where it could race.
+    pub cwd_link: Option<crate::guard::Confirm>,
     /// Canonical `$HOME`.
     pub home: PathBuf,
     pub uid: u32,
@@ -368,19 +369,18 @@ struct Declared {
     field: &'static str,
 }
 
-/// The launch directory's rules ([`crate::guard`]) for the canonical `cwd` (reached as
-/// `logical_cwd`, `$PWD`), checked before anything else: the launcher asks these questions
-/// before it plans, creates or repairs anything. Reads the filesystem (the symlinks on the way
-/// to the launch directory).
+/// The launch directory's rules ([`crate::guard`]) for the canonical `cwd`, plus the question
+/// about the symlink it was reached through (`cwd_link`, found by the one walk that resolved
+/// it), checked before anything else: the launcher asks these questions before it plans,
+/// creates or repairs anything.
 pub fn launch_guard(
     cwd: &Path,
-    logical_cwd: Option<&Path>,
+    cwd_link: Option<crate::guard::Confirm>,
     home: &Path,
     uid: u32,
 ) -> Result<LaunchGuard> {
     let guard = crate::guard::launch_dir(cwd, home, uid).map_err(PlanError::Refused)?;
-    let through_link = logical_cwd.and_then(|l| crate::guard::symlinked_launch_dir(l, cwd, home));
-    Ok(match through_link {
+    Ok(match cwd_link {
         Some(c) => guard.and(c),
         None => guard,
     })
@@ -390,7 +390,7 @@ pub fn launch_guard(
 /// writes nothing.
 pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan> {
     let mut warnings = Vec::new();
-    let mut guard = launch_guard(&host.cwd, host.logical_cwd.as_deref(), &host.home, host.uid)?;
+    let mut guard = launch_guard(&host.cwd, host.cwd_link.clone(), &host.home, host.uid)?;
 
     let command = command_line(spec, args)?;
     let out_name = spec.out_name.clone().unwrap_or_else(|| {
@@ -711,10 +711,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut upstream_ca_files = Vec::new();
     for f in &spec.upstream_ca_files {
         let p = normalize(f, &host.cwd, &host.home);
-        if p.is_file() {
-            upstream_ca_files.push(p);
-        } else {
-            missing.push(format!("{} (upstreamCaFiles)", p.display()));
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => upstream_ca_files.push(p),
+            // Fail closed: a FIFO or a device is no CA file (and reading it could hang).
+            Ok(_) => wrong_kind.push(format!(
+                "{} (upstreamCaFiles) is not a regular file; give the CA certificate as a PEM file",
+                p.display()
+            )),
+            Err(_) => missing.push(format!("{} (upstreamCaFiles)", p.display())),
         }
     }
     if !missing.is_empty() || !wrong_kind.is_empty() {

@@ -204,6 +204,15 @@ impl Spec {
                 }
             }
         }
+        if let Some(w) = &self.workspace_dir {
+            // Fail closed: "" would silently stand for the launch directory, which a workspace
+            // is there to replace (a `"$WS"` whose variable was unset at launch).
+            if w.is_empty() || w.contains('\0') {
+                problems.push(format!(
+                    "workspaceDir {w:?} must be a non-empty path (was it a variable, unset at launch?)"
+                ));
+            }
+        }
         for (name, value) in &self.env {
             if !valid_env_name(name) {
                 problems.push(format!(

@@ -147,6 +147,11 @@ store_paths_named_only_in_env_are_invisible() {
   [ "$out" = "$SB_ENV_ONLY/bin/find"$'\n'invisible ]
 }
 
+store_paths_in_env_that_allowed_packages_name_stay_visible() {
+  run "$SB_OPEN" -c '"$ALLOWED_TOOL" -c "print(6 * 7)"'
+  [ "$out" = 42 ]
+}
+
 pkg_config_path_finds_dev_outputs() {
   # The .pc file of a dev output, and the library and headers it names, are all inside.
   run "$SB_OPEN" -c 'IFS=:; for d in $PKG_CONFIG_PATH; do [ -f "$d/fakelib.pc" ] && pc=$d/fakelib.pc; done
@@ -245,6 +250,7 @@ check isolation tls-roots-come-from-cacert tls_roots_come_from_cacert
 check isolation store-holds-only-the-closure store_holds_only_the_closure
 check isolation closure-programs-work closure_programs_work
 check isolation store-paths-named-only-in-env-are-invisible store_paths_named_only_in_env_are_invisible
+check isolation store-paths-in-env-that-allowed-packages-name-stay-visible store_paths_in_env_that_allowed_packages_name_stay_visible
 check isolation pkg-config-path-finds-dev-outputs pkg_config_path_finds_dev_outputs
 check isolation workspace-dir-replaces-the-launch-dir workspace_dir_replaces_the_launch_dir
 check isolation bash-program-reads-no-rc-files bash_program_reads_no_rc_files

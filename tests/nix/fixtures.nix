@@ -46,6 +46,8 @@ let
       # A store path named only here (findutils is not in allowedPackages) stays invisible:
       # what can run inside is allowedPackages, as in agent-sandbox.nix.
       EXTRA_TOOL = "${envOnly}/bin/find";
+      # One that allowedPackages names too stays visible (discarding the context drops nothing).
+      ALLOWED_TOOL = "${pkgs.python3}/bin/python3";
     };
   };
 in

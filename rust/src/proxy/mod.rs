@@ -27,6 +27,7 @@ pub mod log;
 pub mod policy;
 mod server;
 mod upstream;
+pub use upstream::read_ca_file;
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;

@@ -299,8 +299,37 @@ impl Trust {
 }
 
 /// The certificates of one extra CA file, each checked to be a usable trust anchor.
+/// Most bytes read from a CA file (a whole system bundle is about 220 KiB).
+const MAX_CA_FILE: u64 = 16 << 20;
+
+/// The contents of a CA file the user named, which must be a regular file of at most
+/// [`MAX_CA_FILE`] bytes. Fails closed on anything else: the launcher reads these before the
+/// sandbox starts, and the path may lie where an agent writes, so a FIFO swapped in must not
+/// hang the launch, nor `/dev/zero` fill its memory.
+pub fn read_ca_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_CA_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_CA_FILE {
+        return Err(Error::other(format!(
+            "larger than {} MiB, too large for a CA file",
+            MAX_CA_FILE >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
 fn read_extra(path: &Path) -> Result<Vec<CertificateDer<'static>>, TrustError> {
-    let bytes = std::fs::read(path).map_err(|source| TrustError::Read {
+    let bytes = read_ca_file(path).map_err(|source| TrustError::Read {
         path: path.to_path_buf(),
         source,
     })?;

@@ -105,3 +105,80 @@ fn a_parent_swapped_for_a_symlink_during_launch_never_exposes_the_secret() {
         RIGHT
     );
 }
+
+/// Review 4: `--workspace` was resolved by one walk and checked for a link out of a writable
+/// directory by a second one. A link swapped in for the first and out for the second bound
+/// `~/.ssh` read-write with no question asked (about one launch in five here).
+#[test]
+fn a_workspace_swapped_for_a_symlink_during_launch_never_exposes_the_secret() {
+    let f = Fixture::new();
+    f.write("home/.ssh/id_ed25519", KEY);
+    f.write("home/work/proj/f", RIGHT);
+    let ws = f.home.join("work/proj");
+    // Another session's agent, which can write ~/work, keeps exchanging proj with this link.
+    let parked = f.home.join("work/link");
+    symlink("../.ssh", &parked).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, ws, parked) = (stop.clone(), ws.clone(), parked.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let swap = renameat2(
+                    AT_FDCWD,
+                    &ws,
+                    AT_FDCWD,
+                    &parked,
+                    RenameFlags::RENAME_EXCHANGE,
+                );
+                if swap.is_err() {
+                    break;
+                }
+                flips += 1;
+            }
+            if flips % 2 == 1 {
+                renameat2(
+                    AT_FDCWD,
+                    &ws,
+                    AT_FDCWD,
+                    &parked,
+                    RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
+            }
+            flips
+        })
+    };
+
+    let script = "cat f id_ed25519 2>/dev/null; true";
+    let (mut right, mut asked, mut refused) = (0, 0, 0);
+    for i in 0..LAUNCHES {
+        let o = run(f.sh(&["--no-network", "--workspace", "~/work/proj"], script));
+        assert!(
+            !o.stdout.contains("PRIVATE-KEY") && !o.stderr.contains("PRIVATE-KEY"),
+            "launch {i}: the secret was bound: {o:?}"
+        );
+        if o.code == 0 && o.stdout == RIGHT {
+            right += 1;
+        } else if o.code == 125 && o.stderr.contains("refusing to launch through the symlink") {
+            asked += 1;
+        } else if o.code == 125 {
+            refused += 1;
+        } else {
+            panic!("launch {i}: neither the workspace nor a refusal: {o:?}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    eprintln!(
+        "{LAUNCHES} launches, {flips} flips: {right} right, {asked} asked, {refused} refused"
+    );
+    assert!(flips > 0, "the flipper never ran");
+
+    // The allowed case, once nothing moves any more.
+    assert_eq!(
+        ok(f.sh(&["--no-network", "--workspace", "~/work/proj"], script)),
+        RIGHT
+    );
+}

@@ -561,3 +561,19 @@ fn a_missing_workspace_is_refused() {
     assert!(o.stderr.contains(&want), "{o:?}");
     assert!(o.stderr.contains("mkdir -p"), "{o:?}");
 }
+
+/// Review 4: `--workspace ""` (a Nix `workspaceDir = "$WS"` with WS unset at launch) ran in
+/// the launch directory, the one a workspace is there to replace.
+#[test]
+fn an_empty_workspace_is_refused() {
+    let f = Fixture::new();
+    let o = run(f.sh(&["--no-network", "--workspace", ""], "echo started"));
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(!o.stdout.contains("started"), "{o:?}");
+    assert!(
+        o.stderr.contains(
+            "workspaceDir \"\" must be a non-empty path (was it a variable, unset at launch?)"
+        ),
+        "{o:?}"
+    );
+}

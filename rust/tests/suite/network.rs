@@ -997,3 +997,19 @@ fn upstream_ca_files_pass_only_their_certificates() {
     ));
     assert_eq!(out, format!("{cert}0\n"));
 }
+
+/// Review 4: an upstream CA path that is a FIFO (an agent may write where the file lies) was
+/// reported as missing; it is refused as no regular file, and never read (which would hang).
+#[test]
+fn upstream_ca_that_is_a_fifo_or_device_is_refused() {
+    let f = Fixture::new();
+    let fifo = f.home.join("ca.pem");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for p in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let o = run(f.sh(&["--no-network", "--upstream-ca", p], "echo started"));
+        assert_eq!(o.code, 125, "{o:?}");
+        assert!(!o.stdout.contains("started"), "{o:?}");
+        let want = format!("{p} (upstreamCaFiles) is not a regular file");
+        assert!(o.stderr.contains(&want), "{o:?}");
+    }
+}
