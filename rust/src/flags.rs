@@ -91,14 +91,19 @@ pub fn merge(
                 (false, false) => &mut spec.ro_dirs,
                 (false, true) => &mut spec.ro_files,
             };
-            target.push(p.clone());
+            target.push(from_here(p, cwd));
         }
     }
-    spec.rw_dirs.extend(a.rw_dir.iter().cloned());
-    spec.rw_files.extend(a.rw_file.iter().cloned());
-    spec.ro_dirs.extend(a.ro_dir.iter().cloned());
-    spec.ro_files.extend(a.ro_file.iter().cloned());
-    spec.rw_host_config.extend(a.rw_host_config.iter().cloned());
+    spec.rw_dirs
+        .extend(a.rw_dir.iter().map(|p| from_here(p, cwd)));
+    spec.rw_files
+        .extend(a.rw_file.iter().map(|p| from_here(p, cwd)));
+    spec.ro_dirs
+        .extend(a.ro_dir.iter().map(|p| from_here(p, cwd)));
+    spec.ro_files
+        .extend(a.ro_file.iter().map(|p| from_here(p, cwd)));
+    spec.rw_host_config
+        .extend(a.rw_host_config.iter().map(|p| from_here(p, cwd)));
     for kv in &a.env {
         match kv.split_once('=') {
             Some((k, v)) => {
@@ -172,13 +177,26 @@ pub fn merge(
         }
     }
     spec.allow_nix |= a.allow_nix;
-    spec.upstream_ca_files.extend(a.upstream_ca.iter().cloned());
-    spec.allowed_sockets.extend(a.allow_socket.iter().cloned());
+    spec.upstream_ca_files
+        .extend(a.upstream_ca.iter().map(|p| from_here(p, cwd)));
+    spec.allowed_sockets
+        .extend(a.allow_socket.iter().map(|p| from_here(p, cwd)));
     if let Some(w) = &a.workspace {
         spec.workspace_dir = Some(w.clone());
     }
     spec.validate()?;
     Ok(())
+}
+
+/// A relative path given on the command line is relative to where the command was typed, also
+/// when `--workspace` moves the launch directory elsewhere (a spec file's relative paths are
+/// relative to the launch directory). `~` paths are left to the planner.
+fn from_here(p: &str, cwd: &Path) -> String {
+    if p.starts_with('/') || p == "~" || p.starts_with("~/") {
+        p.to_string()
+    } else {
+        cwd.join(p).to_string_lossy().into_owned()
+    }
 }
 
 fn is_empty(d: &AllowedDomains) -> bool {
@@ -244,11 +262,24 @@ mod tests {
             dir.path(),
         )
         .unwrap();
-        assert_eq!(s.rw_files, ["f"]);
+        // Relative to where the command was typed, made absolute (see from_here).
+        let at = |p: &str| dir.path().join(p).to_string_lossy().into_owned();
+        assert_eq!(s.rw_files, [at("f")]);
         // A missing path is a directory: the planner then says it does not exist.
-        assert_eq!(s.rw_dirs, ["d", "missing", "x"]);
-        assert_eq!(s.ro_files, ["f", "y"]);
-        assert_eq!(s.ro_dirs, ["d"]);
+        assert_eq!(s.rw_dirs, [at("d"), at("missing"), at("x")]);
+        assert_eq!(s.ro_files, [at("f"), at("y")]);
+        assert_eq!(s.ro_dirs, [at("d")]);
+    }
+
+    #[test]
+    fn home_and_absolute_paths_stay_as_given() {
+        let s = merged(
+            Spec::new(),
+            &["--rw", "~/.claude", "--ro-dir", "/srv", "--rw", "~"],
+        )
+        .unwrap();
+        assert_eq!(s.rw_dirs, ["~/.claude", "~"]);
+        assert_eq!(s.ro_dirs, ["/srv"]);
     }
 
     #[test]

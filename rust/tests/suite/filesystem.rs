@@ -577,3 +577,18 @@ fn an_empty_workspace_is_refused() {
         "{o:?}"
     );
 }
+
+/// With --workspace, a relative path on the command line still means where it was typed.
+#[test]
+fn relative_flags_are_relative_to_where_they_were_typed_with_a_workspace() {
+    let f = Fixture::new();
+    let ws = f.root().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(f.proj.join("docs")).unwrap();
+    std::fs::write(f.proj.join("docs/readme"), "launch-dir docs").unwrap();
+    let out = ok(f.sh(
+        &["--workspace", ws.to_str().unwrap(), "--ro", "docs"],
+        &format!("cat {}/docs/readme", f.proj.display()),
+    ));
+    assert_eq!(out, "launch-dir docs");
+}
