@@ -1772,6 +1772,230 @@ fn git_identity_declared(spec: &Spec, declared: &[Declared], home: &Path) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A home with a launch directory in it, on the real filesystem: `build` reads it.
+    struct Tree {
+        _tmp: tempfile::TempDir,
+        home: PathBuf,
+        proj: PathBuf,
+    }
+
+    impl Tree {
+        fn new() -> Self {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(tmp.path()).unwrap();
+            let home = root.join("home");
+            let proj = home.join("p");
+            std::fs::create_dir_all(&proj).unwrap();
+            Tree {
+                _tmp: tmp,
+                home,
+                proj,
+            }
+        }
+        fn dir(&self, p: &Path) -> PathBuf {
+            std::fs::create_dir_all(p).unwrap();
+            p.into()
+        }
+        fn file(&self, p: &Path) -> PathBuf {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+            p.into()
+        }
+        fn link(&self, p: &Path, target: &Path) -> PathBuf {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            symlink(target, p).unwrap();
+            p.into()
+        }
+        fn plan(&self, edit: impl FnOnce(&mut Spec)) -> Plan {
+            let mut spec = Spec::new();
+            spec.allowed_domains = Some(AllowedDomains::List(vec![]));
+            edit(&mut spec);
+            let host = HostContext {
+                cwd: self.proj.clone(),
+                logical_cwd: None,
+                home: self.home.clone(),
+                uid: nix::unistd::getuid().as_raw(),
+                gid: nix::unistd::getgid().as_raw(),
+                term: None,
+                session_dir: self.home.parent().unwrap().join("session"),
+                helper_exe: "/bin/true".into(),
+                init_exe: None,
+                listening_ports: vec![],
+                lowest_bridged_port: 1024,
+                caller_path: "/usr/bin:/bin".into(),
+            };
+            build(&spec, &["true".into()], &host).unwrap()
+        }
+    }
+
+    fn s(p: &Path) -> String {
+        p.to_str().unwrap().to_owned()
+    }
+
+    /// The mounts at or below `under`, in order.
+    fn mounts_under<'a>(plan: &'a Plan, under: &Path) -> Vec<&'a Mount> {
+        plan.mounts
+            .iter()
+            .filter(|m| m.dest().starts_with(under))
+            .collect()
+    }
+
+    fn bind(src: &Path, dest: &Path) -> Mount {
+        Mount::Bind {
+            src: src.into(),
+            dest: dest.into(),
+        }
+    }
+
+    fn ro(src: &Path, dest: &Path) -> Mount {
+        Mount::RoBind {
+            src: src.into(),
+            dest: dest.into(),
+        }
+    }
+
+    /// Issue 10 item 7: a declared link inside the launch directory crashed bubblewrap ("Can't
+    /// bind mount … No such file or directory"): its destination is the link itself, which
+    /// bubblewrap follows inside the new root. It stays a link; only its mode is honoured.
+    #[test]
+    fn a_declared_link_in_the_launch_dir_stays_a_link() {
+        let t = Tree::new();
+        let real = t.dir(&t.proj.join("real"));
+        let link = t.link(&t.proj.join("link"), &real);
+        let file = t.file(&t.proj.join("file"));
+        let flink = t.link(&t.proj.join("flink"), &file);
+        let launch = bind(&t.proj, &t.proj);
+        // Read-write: the launch directory shows the target writable already.
+        let plan = t.plan(|s| s.rw_dirs = vec![self::s(&link)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch]);
+        assert_eq!(plan.warnings, Vec::<String>::new());
+        let plan = t.plan(|s| s.rw_files = vec![self::s(&flink)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch]);
+        // Read-only: the target itself, at its own place.
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&link)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch, &ro(&real, &real)]);
+        assert_eq!(plan.warnings, Vec::<String>::new());
+        let plan = t.plan(|s| s.ro_files = vec![self::s(&flink)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch, &ro(&file, &file)]);
+        // A relative link, and a path below a linked directory.
+        let rel = t.link(&t.proj.join("rel"), Path::new("real"));
+        let sub = t.dir(&real.join("sub"));
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&rel)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch, &ro(&real, &real)]);
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&link.join("sub"))]);
+        assert_eq!(
+            mounts_under(&plan, &t.proj),
+            [&launch, &bind(&real, &real), &ro(&sub, &sub)],
+            "the read-only path gets its parent pinned"
+        );
+    }
+
+    #[test]
+    fn a_declared_link_in_the_launch_dir_to_a_read_only_place_stays_read_only() {
+        let t = Tree::new();
+        let other = t.dir(&t.home.join("other"));
+        let link = t.link(&t.proj.join("to-other"), &other);
+        let plan = t.plan(|s| {
+            s.ro_dirs = vec![self::s(&other)];
+            s.rw_dirs = vec![self::s(&link)];
+        });
+        // No mount at the link, none making `other` writable.
+        assert_eq!(mounts_under(&plan, &link), Vec::<&Mount>::new());
+        assert_eq!(mounts_under(&plan, &other), [&ro(&other, &other)]);
+        assert_eq!(
+            plan.warnings,
+            [format!(
+                "{} is declared read-write but is a symlink to {}, which the sandbox exposes read-only (or which holds read-only paths); it is exposed read-only",
+                link.display(),
+                other.display()
+            )]
+        );
+        // A link to a place not exposed stays refused, as anywhere else.
+        let plan = t.plan(|s| s.rw_dirs = vec![self::s(&link)]);
+        assert_eq!(mounts_under(&plan, &other), Vec::<&Mount>::new());
+        assert_eq!(mounts_under(&plan, &link), Vec::<&Mount>::new());
+        assert!(
+            plan.warnings[0].starts_with(&format!(
+                "{} is a symlink to {}, which is not exposed in the sandbox; it was left out",
+                link.display(),
+                other.display()
+            )),
+            "{:?}",
+            plan.warnings
+        );
+    }
+
+    #[test]
+    fn a_declared_link_in_home_is_bound_at_its_own_place() {
+        // `$HOME` is a tmpfs inside, so the link's place is free: the target's content is
+        // bound there, as before.
+        let t = Tree::new();
+        let data = t.dir(&t.proj.join("claude-data"));
+        let claude = t.link(&t.home.join(".claude"), &data);
+        let plan = t.plan(|s| s.rw_dirs = vec![self::s(&claude)]);
+        assert_eq!(mounts_under(&plan, &claude), [&bind(&data, &claude)]);
+        // A link inside that directory is shown as a link there: left in place.
+        let notes = t.dir(&t.proj.join("notes"));
+        let nested = t.link(&data.join("notes"), &notes);
+        let plan = t.plan(|s| {
+            s.rw_dirs = vec![self::s(&claude)];
+            s.ro_dirs = vec![self::s(&claude.join("notes"))];
+        });
+        assert_eq!(mounts_under(&plan, &claude), [&bind(&data, &claude)]);
+        assert_eq!(mounts_under(&plan, &notes), [&ro(&notes, &notes)]);
+        assert!(mounts_under(&plan, &nested).is_empty());
+    }
+
+    #[test]
+    fn the_view_finds_links_only_where_the_sandbox_shows_host_paths() {
+        let t = Tree::new();
+        let root = t.home.parent().unwrap().to_path_buf();
+        let real = t.dir(&t.proj.join("real"));
+        let link = t.link(&t.proj.join("link"), &real);
+        t.link(&t.home.join(".claude"), &real);
+        let view = View {
+            shown: vec![
+                (root.clone(), Shown::Host(root.clone())),
+                (t.home.clone(), Shown::Empty),
+                (t.proj.clone(), Shown::Host(t.proj.clone())),
+                ("/bin".into(), Shown::Link),
+            ],
+        };
+        assert!(view.through_link(&link));
+        assert!(view.through_link(&link.join("below")));
+        assert!(!view.through_link(&real.join("below")));
+        // `$HOME` is a tmpfs inside, above the bind of `root` that holds the host's link.
+        assert!(!view.through_link(&t.home.join(".claude")));
+        assert!(view.through_link(Path::new("/bin/sh")));
+        assert!(!view.through_link(Path::new("/opt/x")));
+        // A destination is not "through" the mount at its own place.
+        assert!(!view.through_link(&t.proj));
+    }
+
+    #[test]
+    fn a_left_link_through_a_hop_the_sandbox_lacks_is_warned_about() {
+        let t = Tree::new();
+        let real = t.dir(&t.proj.join("real"));
+        let hop = t.link(&t.home.join("hop"), &real);
+        let link = t.link(&t.proj.join("link"), &hop);
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&link)]);
+        assert_eq!(
+            mounts_under(&plan, &t.proj),
+            [&bind(&t.proj, &t.proj), &ro(&real, &real)]
+        );
+        assert_eq!(
+            plan.warnings,
+            [format!(
+                "{} stays a symlink inside the sandbox (it lies in a directory the sandbox shows as it is), and its chain goes through {}, which the sandbox does not have, so it will not resolve there; its target {} is exposed at its own path. Fix: point the link straight at {}",
+                link.display(),
+                hop.display(),
+                real.display(),
+                real.display()
+            )]
+        );
+    }
 
     #[test]
     fn normalize_folds_dots_and_tilde() {
