@@ -23,5 +23,6 @@ mod session;
 mod setid;
 mod signals;
 mod sockets;
+mod store_links;
 mod symlinks;
 mod terminal;
