@@ -1,11 +1,12 @@
-//! Symlinks in declared paths: followed only to places the sandbox exposes anyway.
+//! Symlinks in declared paths: followed only to places the sandbox exposes anyway (and into
+//! the Nix store, read-only).
 //!
 //! Threat: bubblewrap's `--bind SRC DEST` follows symlinks in SRC on the host. An agent that
 //! could write `~/.claude` in one session can plant `~/.claude/settings.json -> /etc/shadow` or
 //! `~/.claude/creds -> ~/.ssh`; once such a path is declared, the bind would expose the host
 //! target. So every declared path is resolved here, component by component, before it reaches
 //! the bwrap argv, and a path reached through a symlink is bound only if its final canonical
-//! target is already permitted (`resolve_declared`).
+//! target is already permitted, or in the store (`resolve_declared`).
 //!
 //! Symlinks nested inside a bound directory cannot leak anything by themselves: the kernel
 //! resolves them inside the sandbox's mount namespace, where only exposed paths exist. They do
