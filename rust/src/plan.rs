@@ -620,28 +620,41 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             }
         }
     }
-    let permitted = Permitted::new(permitted_roots);
+    let mut permitted = Permitted::new(permitted_roots);
+    // Links may lead into the store only where it is the real directory the links name.
+    let store_dir = Path::new(symlinks::NIX_STORE);
+    if std::fs::canonicalize(store_dir).ok().as_deref() == Some(store_dir) {
+        permitted = permitted.with_store(store_dir);
+    }
 
     let allowed_sockets = allowed_sockets(spec, host);
     let mut allowed_used = vec![false; allowed_sockets.len()];
     let mut found_sockets: Vec<Found> = Vec::new();
     let mut missing = Vec::new();
     let mut wrong_kind = Vec::new();
-    let mut user_mounts: Vec<(PathBuf, PathBuf, bool)> = Vec::new(); // (src, dest, rw)
+    let mut user_mounts: Vec<UserMount> = Vec::new();
     let mut held = BTreeMap::new();
+    let mut resolved = Vec::new();
+    let mut store_entries = std::collections::BTreeSet::new();
     for d in &declared {
-        let (src, dest) = match symlinks::resolve_declared(&d.path, &permitted)? {
-            Resolved::Direct(p) => (p.clone(), p),
-            Resolved::ViaLink { declared, target } => (target, declared),
-            r @ Resolved::Refused { .. } => {
-                warnings.extend(symlinks::refused_warning(&r));
-                continue;
+        match symlinks::resolve_declared(&d.path, &permitted)? {
+            r @ Resolved::Refused { .. } => warnings.extend(symlinks::refused_warning(&r)),
+            Resolved::Missing(p) => missing.push(format!("{} ({})", p.display(), d.field)),
+            r => {
+                if let Resolved::ViaLink { store, .. } = &r {
+                    store_entries.extend(store.iter().cloned());
+                }
+                resolved.push((d, r));
             }
-            Resolved::Missing(p) => {
-                missing.push(format!("{} ({})", p.display(), d.field));
-                continue;
-            }
-        };
+        }
+    }
+    let view = View::of(&system, &store_entries, host, &repo_root, &git_rw, &git_ro);
+    for (d, placed) in place_declared(resolved, view) {
+        let Placed {
+            src,
+            dest,
+            left_link,
+        } = placed;
         let Ok(meta) = std::fs::metadata(&src) else {
             missing.push(format!("{} ({})", d.path.display(), d.field));
             continue;
@@ -664,6 +677,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             // One walk finds both the dangling links and the sockets to mask.
             let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
             warnings.extend(symlinks::scan_warning(&report));
+            store_entries.extend(report.store.iter().cloned());
             warnings.extend(sockets::unscanned_warning(&dest, &report));
             found_sockets.extend(report.sockets.iter().filter_map(|h| {
                 let inside = dest.join(h.strip_prefix(&src).ok()?);
@@ -688,7 +702,25 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             by.iter().for_each(|&i| allowed_used[i] = true);
         }
         held.insert(src.clone(), held_from(&meta));
-        user_mounts.push((src, dest, d.rw));
+        user_mounts.push(UserMount {
+            src,
+            dest,
+            rw: d.rw,
+            left_link,
+        });
+    }
+    // The store entries declared links and the links in declared directories go through or
+    // end in, read-only at their own paths: the closure (or, without one, nothing of the
+    // store) is all the sandbox has of the store otherwise. Only root or the Nix daemon writes
+    // there, so they are bound by path.
+    for entry in store_entries {
+        if !permitted.contains(&entry) {
+            system.push(Mount::RoBind {
+                src: entry.clone(),
+                dest: entry.clone(),
+            });
+            closure_paths.push(entry);
+        }
     }
     // The launch directory and the git layout live where agents write, too.
     for p in std::iter::once(&host.cwd)
@@ -778,8 +810,8 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     // pinned `src` read-write).
     let declared_ro: Vec<&PathBuf> = user_mounts
         .iter()
-        .filter(|(src, dest, rw)| !rw && src == dest)
-        .map(|(src, _, _)| src)
+        .filter(|u| !u.rw && u.src == u.dest)
+        .map(|u| &u.src)
         .collect();
     for d in &git_rw {
         let (src, dest) = (d.clone(), d.clone());
@@ -812,8 +844,8 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     // mode depends on how their target is already exposed.
     let (direct, aliases): (Vec<_>, Vec<_>) = user_mounts
         .into_iter()
-        .partition(|(src, dest, _)| src == dest);
-    for (src, dest, rw) in direct {
+        .partition(|u| u.src == u.dest && u.left_link.is_none());
+    for UserMount { src, dest, rw, .. } in direct {
         let m = if rw {
             Mount::Bind { src, dest }
         } else {
@@ -821,21 +853,40 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         };
         layered.push((if rw { 2 } else { 1 }, m));
     }
-    for (src, dest, rw) in aliases {
+    for UserMount {
+        src,
+        dest,
+        rw,
+        left_link,
+    } in aliases
+    {
         let exposed: Vec<&Mount> = system
             .iter()
             .chain(layered.iter().map(|(_, m)| m))
             .collect();
+        if let Some(left) = left_link {
+            // The link itself resolves inside to `src`, exposed already: at most its mode
+            // changes, and only ever to read-only.
+            let holder_rw = matches!(holder(&src, &exposed), Some(Mount::Bind { .. }));
+            if rw && !holder_rw {
+                warnings.push(read_only_link_warning(&left.declared, &src));
+            }
+            warnings.extend(
+                left.hidden_hop
+                    .map(|hop| left_link_dangles(&left.declared, &hop, &src)),
+            );
+            if !rw && holder_rw {
+                layered.push((1, Mount::RoBind { src, dest }));
+            }
+            continue;
+        }
         // Fail closed: a link declared read-write must not become a writable second view of
-        // something the sandbox only shows read-only (a ro-declared file, git hooks, /usr),
-        // nor of a directory that holds read-only mounts (binds do not carry them along).
+        // something the sandbox only shows read-only (a ro-declared file, git hooks, /usr,
+        // the store), nor of a directory that holds read-only mounts (binds do not carry them
+        // along).
         let writable = rw && alias_may_be_writable(&src, &exposed);
         if rw && !writable {
-            warnings.push(format!(
-                "{} is declared read-write but is a symlink to {}, which the sandbox exposes read-only (or which holds read-only paths); it is exposed read-only",
-                dest.display(),
-                src.display()
-            ));
+            warnings.push(read_only_link_warning(&dest, &src));
         }
         let m = if writable {
             Mount::Bind { src, dest }
@@ -1489,6 +1540,201 @@ fn state_dir_masks(host: &HostContext, layered: &[(u8, Mount)]) -> Result<Vec<Pa
     Ok(masks.into_iter().collect())
 }
 
+/// A declared path and where it is bound: `src` at `dest`.
+struct Placed {
+    src: PathBuf,
+    dest: PathBuf,
+    /// Set when the declared path is a symlink the sandbox shows as it is (`View::through_link`):
+    /// then `src` and `dest` are its target, which the link resolves to inside.
+    left_link: Option<LeftLink>,
+}
+
+/// A declared symlink left in place inside the sandbox.
+#[derive(Debug)]
+struct LeftLink {
+    declared: PathBuf,
+    /// A later link of its chain the sandbox does not have: the link dangles inside.
+    hidden_hop: Option<PathBuf>,
+}
+
+/// A declared path, bound.
+struct UserMount {
+    src: PathBuf,
+    dest: PathBuf,
+    rw: bool,
+    left_link: Option<LeftLink>,
+}
+
+/// What the sandbox shows at a mount destination, as far as finding symlinks goes.
+#[derive(Debug)]
+enum Shown {
+    /// This host directory (or file).
+    Host(PathBuf),
+    /// A symlink (bwrap `--symlink`).
+    Link,
+    /// A fresh tmpfs: bubblewrap creates what is missing there as plain directories.
+    Empty,
+}
+
+/// The mounts that decide where a declared symlink can be bound: by destination, the host
+/// paths shown there. Bubblewrap resolves a destination inside the new root, following any
+/// symlink on the way there; a link in a directory the sandbox shows as it is (the launch
+/// directory, a declared directory) points to host paths that resolve elsewhere or nowhere
+/// inside ("Can't bind mount … No such file or directory"). Regression: issue 10 item 7.
+#[derive(Debug, Default)]
+struct View {
+    shown: Vec<(PathBuf, Shown)>,
+}
+
+impl View {
+    fn of(
+        system: &[Mount],
+        store: &std::collections::BTreeSet<PathBuf>,
+        host: &HostContext,
+        repo_root: &Option<PathBuf>,
+        git_rw: &[PathBuf],
+        git_ro: &[PathBuf],
+    ) -> Self {
+        let mut shown = Vec::new();
+        for m in system {
+            match m {
+                Mount::RoBind { src, dest } => shown.push((dest.clone(), Shown::Host(src.clone()))),
+                Mount::Symlink { dest, .. } => shown.push((dest.clone(), Shown::Link)),
+                _ => {}
+            }
+        }
+        for dir in ["/tmp", "/run"]
+            .map(PathBuf::from)
+            .into_iter()
+            .chain([host.home.clone()])
+        {
+            shown.push((dir, Shown::Empty));
+        }
+        let own = store
+            .iter()
+            .chain([&host.cwd])
+            .chain(repo_root)
+            .chain(git_rw)
+            .chain(git_ro);
+        shown.extend(own.map(|p| (p.clone(), Shown::Host(p.clone()))));
+        View { shown }
+    }
+
+    /// Whether bubblewrap would meet a symlink on its way to `dest` inside the sandbox.
+    fn through_link(&self, dest: &Path) -> bool {
+        let holder = self
+            .shown
+            .iter()
+            .filter(|(d, _)| dest.starts_with(d) && dest != d)
+            .max_by_key(|(d, _)| d.components().count());
+        let Some((at, shown)) = holder else {
+            return false;
+        };
+        let src = match shown {
+            Shown::Host(src) => src,
+            Shown::Link => return true,
+            Shown::Empty => return false,
+        };
+        let mut p = src.clone();
+        for c in dest.strip_prefix(at).unwrap_or(Path::new("")).components() {
+            p.push(c);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Where each declared path is bound. A path without symlinks at its own place; a declared
+/// link at its own place (its target's content there), unless the sandbox shows the link
+/// itself (`View::through_link`): then bwrap could not bind there, and need not, since the
+/// link resolves inside to its target, which is exposed (every permitted place is) or in the
+/// store (bound). Links are placed shallow before deep, each against the view with the ones
+/// above it. In declaration order.
+fn place_declared(
+    resolved: Vec<(&Declared, Resolved)>,
+    mut view: View,
+) -> Vec<(&Declared, Placed)> {
+    let mut placed = Vec::new();
+    let mut links = Vec::new();
+    for (i, (d, r)) in resolved.into_iter().enumerate() {
+        match r {
+            Resolved::Direct(p) => {
+                view.shown.push((p.clone(), Shown::Host(p.clone())));
+                placed.push((
+                    i,
+                    d,
+                    Placed {
+                        src: p.clone(),
+                        dest: p,
+                        left_link: None,
+                    },
+                ));
+            }
+            Resolved::ViaLink {
+                declared,
+                target,
+                hidden_hop,
+                ..
+            } => {
+                links.push((i, d, declared, target, hidden_hop));
+            }
+            Resolved::Refused { .. } | Resolved::Missing(_) => {}
+        }
+    }
+    links.sort_by_key(|(_, _, declared, ..)| declared.components().count());
+    for (i, d, declared, target, hidden_hop) in links {
+        let p = if view.through_link(&declared) {
+            Placed {
+                src: target.clone(),
+                dest: target,
+                left_link: Some(LeftLink {
+                    declared,
+                    hidden_hop,
+                }),
+            }
+        } else {
+            view.shown
+                .push((declared.clone(), Shown::Host(target.clone())));
+            Placed {
+                src: target,
+                dest: declared,
+                left_link: None,
+            }
+        };
+        placed.push((i, d, p));
+    }
+    placed.sort_by_key(|(i, ..)| *i);
+    placed.into_iter().map(|(_, d, p)| (d, p)).collect()
+}
+
+fn read_only_link_warning(declared: &Path, target: &Path) -> String {
+    if target.starts_with(symlinks::NIX_STORE) {
+        format!(
+            "{} is declared read-write but is a symlink into the Nix store ({}), which is read-only; it is exposed read-only",
+            declared.display(),
+            target.display()
+        )
+    } else {
+        format!(
+            "{} is declared read-write but is a symlink to {}, which the sandbox exposes read-only (or which holds read-only paths); it is exposed read-only",
+            declared.display(),
+            target.display()
+        )
+    }
+}
+
+fn left_link_dangles(declared: &Path, hop: &Path, target: &Path) -> String {
+    format!(
+        "{} stays a symlink inside the sandbox (it lies in a directory the sandbox shows as it is), and its chain goes through {}, which the sandbox does not have, so it will not resolve there; its target {} is exposed at its own path. Fix: point the link straight at {}",
+        declared.display(),
+        hop.display(),
+        target.display(),
+        target.display()
+    )
+}
+
 /// The host paths the sandbox can write: the sources of the read-write binds.
 fn writable_of(mounts: &[Mount]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
@@ -1515,14 +1761,20 @@ fn held_from(meta: &std::fs::Metadata) -> Held {
     }
 }
 
+/// The mount that shows `path` inside: the deepest one holding it (the last of equals, as
+/// bubblewrap applies them in order).
+fn holder<'a>(path: &Path, mounts: &[&'a Mount]) -> Option<&'a Mount> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(m.dest()))
+        .max_by_key(|m| m.dest().components().count())
+        .copied()
+}
+
 /// Whether `target`, already exposed through `mounts`, may be bound writable elsewhere: the
 /// deepest mount holding it must be a read-write bind, and no read-only mount may lie below it.
 fn alias_may_be_writable(target: &Path, mounts: &[&Mount]) -> bool {
-    let holder = mounts
-        .iter()
-        .filter(|m| target.starts_with(m.dest()))
-        .max_by_key(|m| m.dest().components().count());
-    let holder_rw = matches!(holder, Some(Mount::Bind { .. }));
+    let holder_rw = matches!(holder(target, mounts), Some(Mount::Bind { .. }));
     let ro_below = mounts.iter().any(|m| {
         !matches!(m, Mount::Bind { .. }) && m.dest() != target && m.dest().starts_with(target)
     });
@@ -1609,6 +1861,230 @@ fn git_identity_declared(spec: &Spec, declared: &[Declared], home: &Path) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A home with a launch directory in it, on the real filesystem: `build` reads it.
+    struct Tree {
+        _tmp: tempfile::TempDir,
+        home: PathBuf,
+        proj: PathBuf,
+    }
+
+    impl Tree {
+        fn new() -> Self {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(tmp.path()).unwrap();
+            let home = root.join("home");
+            let proj = home.join("p");
+            std::fs::create_dir_all(&proj).unwrap();
+            Tree {
+                _tmp: tmp,
+                home,
+                proj,
+            }
+        }
+        fn dir(&self, p: &Path) -> PathBuf {
+            std::fs::create_dir_all(p).unwrap();
+            p.into()
+        }
+        fn file(&self, p: &Path) -> PathBuf {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+            p.into()
+        }
+        fn link(&self, p: &Path, target: &Path) -> PathBuf {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            symlink(target, p).unwrap();
+            p.into()
+        }
+        fn plan(&self, edit: impl FnOnce(&mut Spec)) -> Plan {
+            let mut spec = Spec::new();
+            spec.allowed_domains = Some(AllowedDomains::List(vec![]));
+            edit(&mut spec);
+            let host = HostContext {
+                cwd: self.proj.clone(),
+                cwd_link: None,
+                home: self.home.clone(),
+                uid: nix::unistd::getuid().as_raw(),
+                gid: nix::unistd::getgid().as_raw(),
+                term: None,
+                session_dir: self.home.parent().unwrap().join("state/session"),
+                helper_exe: "/bin/true".into(),
+                init_exe: None,
+                listening_ports: vec![],
+                lowest_bridged_port: 1024,
+                caller_path: "/usr/bin:/bin".into(),
+            };
+            build(&spec, &["true".into()], &host).unwrap()
+        }
+    }
+
+    fn s(p: &Path) -> String {
+        p.to_str().unwrap().to_owned()
+    }
+
+    /// The mounts at or below `under`, in order.
+    fn mounts_under<'a>(plan: &'a Plan, under: &Path) -> Vec<&'a Mount> {
+        plan.mounts
+            .iter()
+            .filter(|m| m.dest().starts_with(under))
+            .collect()
+    }
+
+    fn bind(src: &Path, dest: &Path) -> Mount {
+        Mount::Bind {
+            src: src.into(),
+            dest: dest.into(),
+        }
+    }
+
+    fn ro(src: &Path, dest: &Path) -> Mount {
+        Mount::RoBind {
+            src: src.into(),
+            dest: dest.into(),
+        }
+    }
+
+    /// Issue 10 item 7: a declared link inside the launch directory crashed bubblewrap ("Can't
+    /// bind mount … No such file or directory"): its destination is the link itself, which
+    /// bubblewrap follows inside the new root. It stays a link; only its mode is honoured.
+    #[test]
+    fn a_declared_link_in_the_launch_dir_stays_a_link() {
+        let t = Tree::new();
+        let real = t.dir(&t.proj.join("real"));
+        let link = t.link(&t.proj.join("link"), &real);
+        let file = t.file(&t.proj.join("file"));
+        let flink = t.link(&t.proj.join("flink"), &file);
+        let launch = bind(&t.proj, &t.proj);
+        // Read-write: the launch directory shows the target writable already.
+        let plan = t.plan(|s| s.rw_dirs = vec![self::s(&link)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch]);
+        assert_eq!(plan.warnings, Vec::<String>::new());
+        let plan = t.plan(|s| s.rw_files = vec![self::s(&flink)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch]);
+        // Read-only: the target itself, at its own place.
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&link)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch, &ro(&real, &real)]);
+        assert_eq!(plan.warnings, Vec::<String>::new());
+        let plan = t.plan(|s| s.ro_files = vec![self::s(&flink)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch, &ro(&file, &file)]);
+        // A relative link, and a path below a linked directory.
+        let rel = t.link(&t.proj.join("rel"), Path::new("real"));
+        let sub = t.dir(&real.join("sub"));
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&rel)]);
+        assert_eq!(mounts_under(&plan, &t.proj), [&launch, &ro(&real, &real)]);
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&link.join("sub"))]);
+        assert_eq!(
+            mounts_under(&plan, &t.proj),
+            [&launch, &bind(&real, &real), &ro(&sub, &sub)],
+            "the read-only path gets its parent pinned"
+        );
+    }
+
+    #[test]
+    fn a_declared_link_in_the_launch_dir_to_a_read_only_place_stays_read_only() {
+        let t = Tree::new();
+        let other = t.dir(&t.home.join("other"));
+        let link = t.link(&t.proj.join("to-other"), &other);
+        let plan = t.plan(|s| {
+            s.ro_dirs = vec![self::s(&other)];
+            s.rw_dirs = vec![self::s(&link)];
+        });
+        // No mount at the link, none making `other` writable.
+        assert_eq!(mounts_under(&plan, &link), Vec::<&Mount>::new());
+        assert_eq!(mounts_under(&plan, &other), [&ro(&other, &other)]);
+        assert_eq!(
+            plan.warnings,
+            [format!(
+                "{} is declared read-write but is a symlink to {}, which the sandbox exposes read-only (or which holds read-only paths); it is exposed read-only",
+                link.display(),
+                other.display()
+            )]
+        );
+        // A link to a place not exposed stays refused, as anywhere else.
+        let plan = t.plan(|s| s.rw_dirs = vec![self::s(&link)]);
+        assert_eq!(mounts_under(&plan, &other), Vec::<&Mount>::new());
+        assert_eq!(mounts_under(&plan, &link), Vec::<&Mount>::new());
+        assert!(
+            plan.warnings[0].starts_with(&format!(
+                "{} is a symlink to {}, which is not exposed in the sandbox; it was left out",
+                link.display(),
+                other.display()
+            )),
+            "{:?}",
+            plan.warnings
+        );
+    }
+
+    #[test]
+    fn a_declared_link_in_home_is_bound_at_its_own_place() {
+        // `$HOME` is a tmpfs inside, so the link's place is free: the target's content is
+        // bound there, as before.
+        let t = Tree::new();
+        let data = t.dir(&t.proj.join("claude-data"));
+        let claude = t.link(&t.home.join(".claude"), &data);
+        let plan = t.plan(|s| s.rw_dirs = vec![self::s(&claude)]);
+        assert_eq!(mounts_under(&plan, &claude), [&bind(&data, &claude)]);
+        // A link inside that directory is shown as a link there: left in place.
+        let notes = t.dir(&t.proj.join("notes"));
+        let nested = t.link(&data.join("notes"), &notes);
+        let plan = t.plan(|s| {
+            s.rw_dirs = vec![self::s(&claude)];
+            s.ro_dirs = vec![self::s(&claude.join("notes"))];
+        });
+        assert_eq!(mounts_under(&plan, &claude), [&bind(&data, &claude)]);
+        assert_eq!(mounts_under(&plan, &notes), [&ro(&notes, &notes)]);
+        assert!(mounts_under(&plan, &nested).is_empty());
+    }
+
+    #[test]
+    fn the_view_finds_links_only_where_the_sandbox_shows_host_paths() {
+        let t = Tree::new();
+        let root = t.home.parent().unwrap().to_path_buf();
+        let real = t.dir(&t.proj.join("real"));
+        let link = t.link(&t.proj.join("link"), &real);
+        t.link(&t.home.join(".claude"), &real);
+        let view = View {
+            shown: vec![
+                (root.clone(), Shown::Host(root.clone())),
+                (t.home.clone(), Shown::Empty),
+                (t.proj.clone(), Shown::Host(t.proj.clone())),
+                ("/bin".into(), Shown::Link),
+            ],
+        };
+        assert!(view.through_link(&link));
+        assert!(view.through_link(&link.join("below")));
+        assert!(!view.through_link(&real.join("below")));
+        // `$HOME` is a tmpfs inside, above the bind of `root` that holds the host's link.
+        assert!(!view.through_link(&t.home.join(".claude")));
+        assert!(view.through_link(Path::new("/bin/sh")));
+        assert!(!view.through_link(Path::new("/opt/x")));
+        // A destination is not "through" the mount at its own place.
+        assert!(!view.through_link(&t.proj));
+    }
+
+    #[test]
+    fn a_left_link_through_a_hop_the_sandbox_lacks_is_warned_about() {
+        let t = Tree::new();
+        let real = t.dir(&t.proj.join("real"));
+        let hop = t.link(&t.home.join("hop"), &real);
+        let link = t.link(&t.proj.join("link"), &hop);
+        let plan = t.plan(|s| s.ro_dirs = vec![self::s(&link)]);
+        assert_eq!(
+            mounts_under(&plan, &t.proj),
+            [&bind(&t.proj, &t.proj), &ro(&real, &real)]
+        );
+        assert_eq!(
+            plan.warnings,
+            [format!(
+                "{} stays a symlink inside the sandbox (it lies in a directory the sandbox shows as it is), and its chain goes through {}, which the sandbox does not have, so it will not resolve there; its target {} is exposed at its own path. Fix: point the link straight at {}",
+                link.display(),
+                hop.display(),
+                real.display(),
+                real.display()
+            )]
+        );
+    }
 
     #[test]
     fn normalize_folds_dots_and_tilde() {

@@ -1,17 +1,28 @@
-//! Symlinks in declared paths: followed only to places the sandbox exposes anyway.
+//! Symlinks in declared paths: followed only to places the sandbox exposes anyway (and into
+//! the Nix store, read-only).
 //!
 //! Threat: bubblewrap's `--bind SRC DEST` follows symlinks in SRC on the host. An agent that
 //! could write `~/.claude` in one session can plant `~/.claude/settings.json -> /etc/shadow` or
 //! `~/.claude/creds -> ~/.ssh`; once such a path is declared, the bind would expose the host
 //! target. So every declared path is resolved here, component by component, before it reaches
 //! the bwrap argv, and a path reached through a symlink is bound only if its final canonical
-//! target is already permitted (`resolve_declared`).
+//! target is already permitted, or in the store (`resolve_declared`).
 //!
 //! Symlinks nested inside a bound directory cannot leak anything by themselves: the kernel
 //! resolves them inside the sandbox's mount namespace, where only exposed paths exist. They do
 //! dangle there, though, so `scan_tree` finds them and `scan_warning` tells the user why and how
 //! to expose the target. The same walk lists the Unix sockets it meets (`ScanReport::sockets`),
 //! which the planner masks (`crate::sockets`): one walk of each declared directory, not two.
+//!
+//! The Nix store is the one place a link may lead without being exposed already
+//! (`Permitted::reach`): home-manager ships every dotfile as a chain of links into it
+//! (`~/.config/git/config -> /nix/store/…-home-manager-files/… -> /nix/store/…-hm_gitconfig`).
+//! Only root or the Nix daemon writes it, and nothing in it is secret, so the planner binds the
+//! store entries such a chain goes through and ends in read-only at their own paths
+//! (`Resolved::ViaLink::store`, `ScanReport::store`). The chain must end in a real file or
+//! directory inside a store entry; an entry that is itself a symlink is not one (a bind would
+//! follow it on the host), nor is anything that only starts in the store (`/nix/store/../etc`,
+//! a store link out of the store).
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -21,6 +32,10 @@ use std::path::{Component, Path, PathBuf};
 
 /// Linux's MAXSYMLINKS: the kernel gives up with ELOOP after this many links in one lookup.
 const MAX_HOPS: usize = 40;
+
+/// The Nix store: declared paths and the links in declared directories may lead into it
+/// (see [`Permitted::with_store`]).
+pub const NIX_STORE: &str = "/nix/store";
 
 /// How many links `scan_warning` names before summarising the rest.
 const WARN_LIST: usize = 10;
@@ -69,6 +84,19 @@ pub enum SymlinkError {
 pub struct Permitted {
     /// Sorted, deduplicated, absolute, none under another.
     roots: Vec<PathBuf>,
+    /// The Nix store directory, if links may lead into it (see [`Permitted::reach`]).
+    store: Option<PathBuf>,
+}
+
+/// Where a symlink (or a chain of them) leads, by [`Permitted::reach`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reach {
+    /// Somewhere the sandbox exposes anyway.
+    Exposed,
+    /// Into this store entry (`/nix/store/<hash>-<name>`), which the sandbox then binds read-only.
+    Store(PathBuf),
+    /// Nowhere the sandbox has.
+    Hidden,
 }
 
 impl Permitted {
@@ -84,7 +112,46 @@ impl Permitted {
         // Paths under a root sort right after it, so comparing with the last kept root drops every
         // nested one; `contains` then needs to look at a single candidate.
         roots.dedup_by(|later, kept| later.starts_with(kept));
-        Self { roots }
+        Self { roots, store: None }
+    }
+
+    /// Also let links lead into the Nix store at `dir` (canonical, e.g. `/nix/store`).
+    pub fn with_store(mut self, dir: impl Into<PathBuf>) -> Self {
+        let dir: PathBuf = dir.into();
+        // Fail closed: a relative store or one with `..` has no single meaning.
+        self.store =
+            (dir.is_absolute() && !has_parent_dir(&dir)).then(|| dir.components().collect());
+        self
+    }
+
+    /// The one rule for where a symlink may lead, for declared paths and for links nested in
+    /// declared directories alike: a place exposed anyway, or a store entry. `path` is canonical
+    /// up to its last component, which is a symlink if `is_link` (a hop of a chain) and real
+    /// otherwise (the chain's end).
+    fn reach(&self, path: &Path, is_link: bool) -> Reach {
+        if self.contains(path) {
+            return Reach::Exposed;
+        }
+        match self.store_entry(path) {
+            // Fail closed: a store entry that is itself a symlink would be followed by the bind,
+            // on the host, to wherever it points.
+            Some(entry) if !(is_link && entry == path) => Reach::Store(entry),
+            _ => Reach::Hidden,
+        }
+    }
+
+    /// The store entry `path` lies in (or is): `<store>/<hash>-<name>`. Other names in the
+    /// store directory (`.links`, lock files) are not store paths.
+    fn store_entry(&self, path: &Path) -> Option<PathBuf> {
+        let store = self.store.as_ref()?;
+        if !path.is_absolute() || has_parent_dir(path) {
+            return None;
+        }
+        let Some(Component::Normal(name)) = path.strip_prefix(store).ok()?.components().next()
+        else {
+            return None;
+        };
+        is_store_name(name).then(|| store.join(name))
     }
 
     /// Whether `path` equals or lies under one of the roots. `path` should be canonical.
@@ -104,6 +171,16 @@ impl Permitted {
     }
 }
 
+/// `<32 characters of Nix's base32>-<name>`.
+fn is_store_name(name: &OsStr) -> bool {
+    let b = name.as_encoded_bytes();
+    b.len() > 33
+        && b[32] == b'-'
+        && b[..32]
+            .iter()
+            .all(|c| b"0123456789abcdfghijklmnpqrsvwxyz".contains(c))
+}
+
 fn has_parent_dir(path: &Path) -> bool {
     path.components().any(|c| c == Component::ParentDir)
 }
@@ -113,9 +190,21 @@ fn has_parent_dir(path: &Path) -> bool {
 pub enum Resolved {
     /// No component of the path is a symlink: bind as is (canonical; equals the declared path).
     Direct(PathBuf),
-    /// One or more components are symlinks and the final canonical target is permitted:
-    /// bind `target` at `declared`.
-    ViaLink { declared: PathBuf, target: PathBuf },
+    /// One or more components are symlinks and the final canonical target is permitted, or in
+    /// the Nix store: bind `target` at `declared` (or, where `declared` shows as the link
+    /// inside the sandbox, leave the link to resolve there; the planner decides).
+    ViaLink {
+        declared: PathBuf,
+        target: PathBuf,
+        /// The first symlink met on the walk from `/`: `declared` or one of its ancestors.
+        link: PathBuf,
+        /// Store entries the chain goes through or ends in that the sandbox does not expose
+        /// yet (sorted): to be bound read-only at their own paths.
+        store: Vec<PathBuf>,
+        /// A later link of the chain that the sandbox does not have, so that the link itself
+        /// would not resolve inside (only `target` bound at `declared` is seen there).
+        hidden_hop: Option<PathBuf>,
+    },
     /// A symlink component leads outside the permitted places: do not expose. `link` is the first
     /// symlink met on the walk from `/`, so it is `declared` itself or one of its ancestors;
     /// `target` is the canonical result of resolving all of `declared`.
@@ -162,18 +251,31 @@ pub fn resolve_declared(declared: &Path, permitted: &Permitted) -> Result<Resolv
             });
         }
     };
-    Ok(match walked.first_link {
-        None => Resolved::Direct(walked.real),
-        Some(_) if permitted.contains(&walked.real) => Resolved::ViaLink {
-            declared: declared.to_path_buf(),
-            target: walked.real,
-        },
-        // Fail closed: a symlink that leads anywhere not already exposed is not followed.
-        Some(link) => Resolved::Refused {
-            declared: declared.to_path_buf(),
-            link,
-            target: walked.real,
-        },
+    let Some(link) = walked.first_link else {
+        return Ok(Resolved::Direct(walked.real));
+    };
+    let mut store = walked.store;
+    match permitted.reach(&walked.real, false) {
+        Reach::Exposed => {}
+        Reach::Store(entry) => store.push(entry),
+        // Fail closed: a symlink that leads anywhere not already exposed (or into the store) is
+        // not followed.
+        Reach::Hidden => {
+            return Ok(Resolved::Refused {
+                declared: declared.to_path_buf(),
+                link,
+                target: walked.real,
+            });
+        }
+    }
+    store.sort();
+    store.dedup();
+    Ok(Resolved::ViaLink {
+        declared: declared.to_path_buf(),
+        target: walked.real,
+        link,
+        store,
+        hidden_hop: walked.hidden_hop,
     })
 }
 
@@ -188,6 +290,9 @@ pub struct ScanReport {
     /// Unix sockets met on the walk (named under `dir` as given), sorted. Sockets behind
     /// symlinks are not followed: a link to one is reported (or not) like any other link.
     pub sockets: Vec<PathBuf>,
+    /// Store entries that links resolving through or into the Nix store need and the
+    /// permitted places do not hold (sorted, deduplicated): the planner binds them read-only.
+    pub store: Vec<PathBuf>,
     /// Directory entries visited (at most the limit).
     pub entries: usize,
     /// The walk stopped at the limit with entries left unvisited.
@@ -236,8 +341,9 @@ pub fn scan_tree(dir: &Path, permitted: &Permitted, limit: usize) -> ScanReport 
                 stack.push((shown_dir.join(&name), real_dir.join(&name)));
             } else if kind.is_symlink() {
                 let name = entry.file_name();
-                if let Some(target) = unreachable_target(&real_dir, &name, permitted) {
-                    report.outside.push((shown_dir.join(&name), target));
+                match nested_link(&real_dir, &name, permitted) {
+                    Nested::Resolves(store) => report.store.extend(store),
+                    Nested::Dangles(target) => report.outside.push((shown_dir.join(&name), target)),
                 }
             } else if kind.is_socket() {
                 report.sockets.push(shown_dir.join(entry.file_name()));
@@ -246,20 +352,44 @@ pub fn scan_tree(dir: &Path, permitted: &Permitted, limit: usize) -> ScanReport 
     }
     report.outside.sort();
     report.sockets.sort();
+    report.store.sort();
+    report.store.dedup();
     report
 }
 
-/// Where the symlink `real_dir/name` fails to resolve inside the sandbox, if it does.
-fn unreachable_target(real_dir: &Path, name: &OsStr, permitted: &Permitted) -> Option<PathBuf> {
+/// What a symlink nested in a declared directory does inside the sandbox.
+enum Nested {
+    /// It resolves, once these store entries are bound.
+    Resolves(Vec<PathBuf>),
+    /// It dangles: this is where it leads, or the hop the sandbox does not have.
+    Dangles(PathBuf),
+}
+
+fn nested_link(real_dir: &Path, name: &OsStr, permitted: &Permitted) -> Nested {
     match walk(real_dir.to_path_buf(), Path::new(name), permitted) {
-        Ok(walked) if !permitted.contains(&walked.real) => Some(walked.real),
-        // Inside, the kernel walks the same chain and finds no such hop.
-        Ok(walked) => walked.hidden_hop,
+        Ok(walked) => match (permitted.reach(&walked.real, false), walked.hidden_hop) {
+            (Reach::Hidden, _) => Nested::Dangles(walked.real),
+            // Inside, the kernel walks the same chain and finds no such hop.
+            (_, Some(hop)) => Nested::Dangles(hop),
+            (reach, None) => {
+                let mut store = walked.store;
+                if let Reach::Store(entry) = reach {
+                    store.push(entry);
+                }
+                Nested::Resolves(store)
+            }
+        },
         Err(_) => {
             // Gone since the readdir: nothing left to warn about.
-            let target = fs::read_link(real_dir.join(name)).ok()?;
+            let Ok(target) = fs::read_link(real_dir.join(name)) else {
+                return Nested::Resolves(Vec::new());
+            };
             let lexical = normalize(&real_dir.join(target));
-            (!permitted.contains(&lexical)).then_some(lexical)
+            if permitted.contains(&lexical) {
+                Nested::Resolves(Vec::new())
+            } else {
+                Nested::Dangles(lexical)
+            }
         }
     }
 }
@@ -284,8 +414,11 @@ struct Walked {
     real: PathBuf,
     /// The first symlink met.
     first_link: Option<PathBuf>,
-    /// The first symlink after the first that lies outside the permitted places.
+    /// The first symlink after the first that lies outside the permitted places (and outside
+    /// the store entries the sandbox can add).
     hidden_hop: Option<PathBuf>,
+    /// The store entries of the symlinks met, where `Permitted::reach` says to add them.
+    store: Vec<PathBuf>,
 }
 
 enum WalkError {
@@ -327,6 +460,7 @@ fn walk(
     let mut hops = 0;
     let mut first_link = None;
     let mut hidden_hop = None;
+    let mut store = Vec::new();
     while let Some(step) = steps.pop() {
         let name = match step {
             Step::Root => {
@@ -365,9 +499,13 @@ fn walk(
         // An absolute target starts with a Root step; a relative one continues from `real`,
         // the link's own directory.
         push_steps(&mut steps, &target);
+        let reach = permitted.reach(&candidate, true);
+        if let Reach::Store(entry) = &reach {
+            store.push(entry.clone());
+        }
         if first_link.is_none() {
             first_link = Some(candidate);
-        } else if hidden_hop.is_none() && !permitted.contains(&candidate) {
+        } else if hidden_hop.is_none() && reach == Reach::Hidden {
             hidden_hop = Some(candidate);
         }
     }
@@ -375,6 +513,7 @@ fn walk(
         real,
         first_link,
         hidden_hop,
+        store,
     })
 }
 
@@ -522,6 +661,67 @@ mod tests {
         fn resolve(&self, rel: &str, permitted: &[&str]) -> Resolved {
             resolve_declared(&self.p(rel), &self.permitted(permitted)).unwrap()
         }
+        /// `permitted(rels)` with `store/` as the Nix store.
+        fn with_store(&self, rels: &[&str]) -> Permitted {
+            self.permitted(rels).with_store(self.p("store"))
+        }
+        /// `store/<hash>-name`, relative, with a hash made of `c`.
+        fn entry(c: char, name: &str) -> String {
+            format!("store/{}-{name}", c.to_string().repeat(32))
+        }
+    }
+
+    /// The home-manager layout: a chain of links from `$HOME` through one store entry to
+    /// another, and a directory of such links.
+    struct HomeManager {
+        fx: Fx,
+        gitconfig: PathBuf,
+        files: PathBuf,
+        init: PathBuf,
+    }
+
+    fn home_manager() -> HomeManager {
+        let fx = Fx::new();
+        let gitconfig = fx.file(&Fx::entry('g', "hm_gitconfig"));
+        let init = fx.file(&format!("{}/init.lua", Fx::entry('n', "nvim-init")));
+        let files = fx.dir(&Fx::entry('h', "home-manager-files"));
+        fx.link(
+            &format!(
+                "{}/.config/git/config",
+                Fx::entry('h', "home-manager-files")
+            ),
+            &gitconfig,
+        );
+        fx.link(
+            &format!(
+                "{}/.config/nvim/init.lua",
+                Fx::entry('h', "home-manager-files")
+            ),
+            &init,
+        );
+        fx.link("home/.config/git/config", files.join(".config/git/config"));
+        fx.link(
+            "home/.config/nvim/init.lua",
+            files.join(".config/nvim/init.lua"),
+        );
+        fx.link("home/.config/nvim-whole", files.join(".config/nvim"));
+        HomeManager {
+            fx,
+            gitconfig,
+            files,
+            init,
+        }
+    }
+
+    /// A link resolved to a permitted place, without store entries or hidden hops.
+    fn via(declared: &Path, link: &Path, target: &Path) -> Resolved {
+        Resolved::ViaLink {
+            declared: declared.into(),
+            target: target.into(),
+            link: link.into(),
+            store: vec![],
+            hidden_hop: None,
+        }
     }
 
     #[test]
@@ -593,7 +793,173 @@ mod tests {
         let declared = fx.link("home/.claude.json", &target);
         assert_eq!(
             fx.resolve("home/.claude.json", &["inside"]),
-            Resolved::ViaLink { declared, target }
+            via(&declared, &declared, &target)
+        );
+    }
+
+    #[test]
+    fn store_names_are_hash_dash_name() {
+        let ok = |n: &str| is_store_name(OsStr::new(n));
+        assert!(ok("0s8b42x6ir8v6v2kxzlhphxw286hd3ll-home-manager-files"));
+        assert!(!ok("0s8b42x6ir8v6v2kxzlhphxw286hd3ll-"));
+        assert!(!ok(".links"));
+        assert!(
+            !ok("0s8b42x6ir8v6v2kxzlhphxw286hd3le-x"),
+            "e is not in Nix's base32"
+        );
+        assert!(!ok("0s8b42x6ir8v6v2kxzlhphxw286hd3l-xy"));
+    }
+
+    /// Issue 10 item 5: home-manager's `~/.config/git/config`, a chain of two links through
+    /// the store, was dropped.
+    #[test]
+    fn a_declared_link_chain_into_the_store_is_followed_with_its_entries() {
+        let hm = home_manager();
+        let fx = &hm.fx;
+        let declared = fx.p("home/.config/git/config");
+        let res = resolve_declared(&declared, &fx.with_store(&["inside"])).unwrap();
+        assert_eq!(
+            res,
+            Resolved::ViaLink {
+                declared: declared.clone(),
+                target: hm.gitconfig.clone(),
+                link: declared.clone(),
+                store: vec![hm.gitconfig.clone(), hm.files.clone()],
+                hidden_hop: None,
+            }
+        );
+        // A store entry exposed anyway (a closure path) is not listed again.
+        let closure = Permitted::new([hm.files.clone()]).with_store(fx.p("store"));
+        let Resolved::ViaLink { store, .. } = resolve_declared(&declared, &closure).unwrap() else {
+            panic!()
+        };
+        assert_eq!(store, vec![hm.gitconfig.clone()]);
+        // Without the store rule (the planner's, before), the same link was refused.
+        assert!(matches!(
+            fx.resolve("home/.config/git/config", &["inside"]),
+            Resolved::Refused { .. }
+        ));
+        // A declared directory that is itself a link into the store.
+        let whole = fx.p("home/.config/nvim-whole");
+        assert_eq!(
+            resolve_declared(&whole, &fx.with_store(&[])).unwrap(),
+            Resolved::ViaLink {
+                declared: whole.clone(),
+                target: hm.files.join(".config/nvim"),
+                link: whole,
+                store: vec![hm.files.clone()],
+                hidden_hop: None,
+            }
+        );
+    }
+
+    #[test]
+    fn links_that_only_start_in_the_store_are_refused() {
+        let hm = home_manager();
+        let fx = &hm.fx;
+        let shadow = fx.file("outside/shadow");
+        let permitted = fx.with_store(&["inside"]);
+        // `store/../outside/shadow`: resolved physically, it is not in the store.
+        fx.link("home/dotdot", fx.p("store/../outside/shadow"));
+        // A store entry that is itself a link out of the store.
+        let evil = fx.link(&Fx::entry('e', "evil"), &shadow);
+        fx.link("home/via-entry", &evil);
+        // A link inside a store entry that leads out of the store.
+        let inner = fx.link(
+            &format!("{}/x", Fx::entry('f', "dir")),
+            fx.p("outside/shadow"),
+        );
+        fx.link("home/via-inner", &inner);
+        // The store directory itself, and names in it that are not store paths.
+        fx.link("home/whole-store", fx.p("store"));
+        let links = fx.file("store/.links/0abc");
+        fx.link("home/links", &links);
+        for (rel, target) in [
+            ("home/dotdot", shadow.clone()),
+            ("home/via-entry", shadow.clone()),
+            ("home/via-inner", shadow.clone()),
+            ("home/whole-store", fx.p("store")),
+            ("home/links", links),
+        ] {
+            let declared = fx.p(rel);
+            assert_eq!(
+                resolve_declared(&declared, &permitted).unwrap(),
+                Resolved::Refused {
+                    declared: declared.clone(),
+                    link: declared,
+                    target,
+                },
+                "{rel}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_store_entry_that_is_a_link_is_a_hop_the_sandbox_lacks() {
+        // `home/x -> store/A-alias -> store/G-hm_gitconfig`: the end is a store file, bound at
+        // `home/x`; the alias entry cannot be bound by path (the bind would follow it), so a
+        // link left to resolve inside would dangle.
+        let hm = home_manager();
+        let fx = &hm.fx;
+        let alias = fx.link(&Fx::entry('a', "alias"), &hm.gitconfig);
+        let x = fx.link("home/x", &alias);
+        assert_eq!(
+            resolve_declared(&x, &fx.with_store(&[])).unwrap(),
+            Resolved::ViaLink {
+                declared: x.clone(),
+                target: hm.gitconfig.clone(),
+                link: x,
+                store: vec![hm.gitconfig.clone()],
+                hidden_hop: Some(alias),
+            }
+        );
+    }
+
+    #[test]
+    fn scan_lists_the_store_entries_nested_links_need() {
+        let hm = home_manager();
+        let fx = &hm.fx;
+        let shadow = fx.file("outside/shadow");
+        let evil = fx.link(&Fx::entry('e', "evil"), &shadow);
+        let planted = fx.link("home/.config/nvim/planted", &evil);
+        let dotdot = fx.link("home/.config/nvim/dotdot", fx.p("store/../outside/shadow"));
+        let alias = fx.link(&Fx::entry('a', "alias"), &hm.gitconfig);
+        let via_alias = fx.link("home/.config/nvim/via-alias", &alias);
+        let report = scan_tree(
+            &fx.p("home/.config"),
+            &fx.with_store(&["home/.config"]),
+            100,
+        );
+        assert_eq!(
+            report.store,
+            vec![
+                hm.gitconfig.clone(),
+                hm.files.clone(),
+                hm.init.parent().unwrap().into()
+            ]
+        );
+        assert_eq!(
+            report.outside,
+            vec![
+                (dotdot, shadow.clone()),
+                (planted, shadow),
+                (via_alias, alias),
+            ]
+        );
+        // Without the store rule, the home-manager links dangle and are listed.
+        let before = scan_tree(&fx.p("home/.config"), &fx.permitted(&["home/.config"]), 100);
+        assert_eq!(before.store, Vec::<PathBuf>::new());
+        assert_eq!(before.outside.len(), 6, "{before:?}");
+        // A directory in the store, scanned where it is: its links lead to other entries.
+        let inside = scan_tree(&hm.files, &fx.with_store(&[]), 100);
+        assert_eq!(inside.outside, vec![]);
+        assert_eq!(
+            inside.store,
+            vec![
+                hm.gitconfig.clone(),
+                hm.files.clone(),
+                hm.init.parent().unwrap().into()
+            ]
         );
     }
 
@@ -638,16 +1004,13 @@ mod tests {
             fx.resolve("home/.config/foo", &["inside"]),
             Resolved::Refused {
                 declared: declared.clone(),
-                link: config,
+                link: config.clone(),
                 target: foo.clone(),
             }
         );
         assert_eq!(
             fx.resolve("home/.config/foo", &["inside", "elsewhere"]),
-            Resolved::ViaLink {
-                declared,
-                target: foo,
-            }
+            via(&declared, &config, &foo)
         );
     }
 
@@ -658,10 +1021,7 @@ mod tests {
         let declared = fx.link("home/.cfg", "../inside/./cfg");
         assert_eq!(
             fx.resolve("home/.cfg", &["inside"]),
-            Resolved::ViaLink {
-                declared: declared.clone(),
-                target: cfg,
-            }
+            via(&declared, &declared, &cfg)
         );
         let secret = fx.file("outside/secret");
         let rel = fx.link("inside/sub/rel", "../../outside/secret");
@@ -698,14 +1058,18 @@ mod tests {
     fn chains_are_followed_and_only_the_destination_matters() {
         let fx = Fx::new();
         let c = fx.file("inside/c");
-        fx.link("home/b", &c);
+        let b = fx.link("home/b", &c);
         let a = fx.link("home/a", "b");
-        // `home/b` is not permitted, but nothing there is bound: only `inside/c` is.
+        // `home/b` is not permitted, but nothing there is bound at `a`: only `inside/c` is.
+        // `a` itself would not resolve inside (`home/b` is not there).
         assert_eq!(
             fx.resolve("home/a", &["inside"]),
             Resolved::ViaLink {
                 declared: a.clone(),
                 target: c,
+                link: a,
+                store: vec![],
+                hidden_hop: Some(b),
             }
         );
         // Through a permitted link to an unpermitted place: the first link is named.
@@ -735,6 +1099,9 @@ mod tests {
             Resolved::ViaLink {
                 declared: fx.p("home/l39"),
                 target: end,
+                link: fx.p("home/l39"),
+                store: vec![],
+                hidden_hop: Some(fx.p("home/l38")),
             }
         );
         let err = resolve_declared(&fx.p("home/l40"), &fx.permitted(&["inside"])).unwrap_err();
@@ -832,7 +1199,7 @@ mod tests {
             let declared = fx.link(&format!("home/{name}"), &target);
             assert_eq!(
                 fx.resolve(&format!("home/{name}"), &["inside"]),
-                Resolved::ViaLink { declared, target },
+                via(&declared, &declared, &target),
                 "{name:?}"
             );
         }
@@ -868,10 +1235,7 @@ mod tests {
         assert_eq!(refused_warning(&Resolved::Direct("/x".into())), None);
         assert_eq!(refused_warning(&Resolved::Missing("/x".into())), None);
         assert_eq!(
-            refused_warning(&Resolved::ViaLink {
-                declared: "/x".into(),
-                target: "/y".into()
-            }),
+            refused_warning(&via(Path::new("/x"), Path::new("/x"), Path::new("/y"))),
             None
         );
     }
@@ -972,6 +1336,7 @@ mod tests {
                 // ok, d1..d5 (5), evil, fine, rel-fine, store, self-loop, rel-out, dangling,
                 // dangling-in, tree
                 sockets: vec![],
+                store: vec![],
                 entries: 15,
                 truncated: false,
                 unreadable: 0,

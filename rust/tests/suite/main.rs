@@ -24,5 +24,6 @@ mod session;
 mod setid;
 mod signals;
 mod sockets;
+mod store_links;
 mod symlinks;
 mod terminal;

@@ -318,3 +318,91 @@ fn a_rw_link_into_usr_does_not_make_usr_writable() {
     );
     assert!(o.stdout.ends_with("done\n"), "{o:?}");
 }
+
+/// Issue 10 item 7: a declared link inside the launch directory crashed bubblewrap ("Can't
+/// bind mount … No such file or directory", exit 125). It stays a link there, resolving to its
+/// target; declared read-only, the target is read-only.
+#[test]
+fn a_declared_link_in_the_launch_dir_works_and_keeps_its_mode() {
+    let f = Fixture::new();
+    f.write("home/proj/real/f", "real\n");
+    f.write("home/proj/file", "file\n");
+    symlink(f.proj.join("real"), f.proj.join("link")).unwrap();
+    symlink("file", f.proj.join("flink")).unwrap();
+    let script = "cat link/f flink; \
+                  (echo dir >> link/f) 2>/dev/null && echo wrote-dir; \
+                  (echo file >> flink) 2>/dev/null && echo wrote-file; \
+                  test -L link && test -L flink && echo links";
+    let o = run(f.sh(&["--no-network", "--rw", "link", "--rw", "flink"], script));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(
+        o.stdout, "real\nfile\nwrote-dir\nwrote-file\nlinks\n",
+        "{o:?}"
+    );
+    assert!(!o.stderr.contains("warning"), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.proj.join("real/f")).unwrap(),
+        "real\ndir\n"
+    );
+
+    let o = run(f.sh(&["--no-network", "--ro", "link", "--ro", "flink"], script));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "real\ndir\nfile\nfile\nlinks\n", "{o:?}");
+    // Through the target's own path too: it is the same object.
+    let o = run(f.sh(
+        &["--no-network", "--ro", "link"],
+        "(echo x >> real/f) 2>/dev/null && echo WROTE; echo done",
+    ));
+    assert_eq!(o.stdout, "done\n", "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.proj.join("real/f")).unwrap(),
+        "real\ndir\n"
+    );
+}
+
+#[test]
+fn a_declared_link_in_the_launch_dir_to_elsewhere_follows_the_usual_rules() {
+    let f = Fixture::new();
+    let key = plant_key(&f);
+    f.write("home/other/notes", "notes\n");
+    symlink(&key, f.proj.join("key")).unwrap();
+    symlink(f.home.join("other"), f.proj.join("other")).unwrap();
+    // To a place the sandbox does not expose: left out (dangling inside), not a crash.
+    let o = run(f.sh(
+        &["--no-network", "--ro", "key", "--rw", "other"],
+        "cat key other/notes 2>/dev/null; echo done",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "done\n", "key leaked: {o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "{} is a symlink to {}, which is not exposed",
+            f.proj.join("key").display(),
+            key.display()
+        )),
+        "{o:?}"
+    );
+    // Its target declared (read-only) too: the link resolves, read-only even if declared rw.
+    let other = f.home.join("other");
+    let o = run(f.sh(
+        &[
+            "--no-network",
+            "--rw",
+            "other",
+            "--ro",
+            other.to_str().unwrap(),
+        ],
+        "cat other/notes; (echo x >> other/notes) 2>/dev/null && echo WROTE; echo done",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "notes\ndone\n", "{o:?}");
+    assert!(
+        o.stderr
+            .contains("is declared read-write but is a symlink to"),
+        "{o:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("notes")).unwrap(),
+        "notes\n"
+    );
+}
