@@ -18,9 +18,6 @@ const BWRAP_MAX_ARGS: usize = 9000;
 /// In the session directory: where the holder builds the staged closure's view of the store
 /// (see `plan::Staging::view`).
 const STAGED_VIEW_DIR: &str = "store-view";
-/// The file name of the small init binary (`src/bin/agent-sandbox-init.rs`).
-const INIT_BINARY: &str = "agent-sandbox-init";
-
 /// Exit status when the sandbox could not be started.
 pub const EXIT_SETUP: i32 = 125;
 
@@ -304,29 +301,15 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
     let name = session::session_name(std::time::SystemTime::now(), std::process::id(), &out_hint);
     let session_dir = base.join(&name);
 
-    let helper_exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .context("cannot locate the agent-sandbox executable")?;
-    let init_exe = init_beside(&helper_exe);
     let target = a.target_os.as_deref().unwrap_or(std::env::consts::OS);
-    let host = HostContext {
+    let host = HostContext::probe(crate::host::Settled {
         cwd,
         cwd_link,
         home,
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
-        term: std::env::var("TERM").ok(),
         session_dir: session_dir.clone(),
-        helper_exe,
-        init_exe,
-        listening_ports: if spec.allowed_local_ports.is_none() {
-            crate::bridge::host_listening_ports()
-        } else {
-            Vec::new()
-        },
-        lowest_bridged_port: if target == "macos" { 1 } else { 1024 },
-        caller_path: std::env::var_os("PATH").unwrap_or_default(),
-    };
+        spec: &spec,
+        target,
+    })?;
     if !a.dry_run {
         eprint!("{}", crate::quarantine::at_start(&host.cwd).render());
     }
@@ -468,15 +451,6 @@ fn staging_note(st: &plan::Staging) -> String {
         st.dir.display(),
         st.view.display()
     )
-}
-
-/// The small init binary installed beside the helper (cargo and Nix install both), if it is
-/// there and executable; otherwise the helper itself serves as the init.
-fn init_beside(helper_exe: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::fs::canonicalize(helper_exe.parent()?.join(INIT_BINARY)).ok()?;
-    let meta = std::fs::metadata(&path).ok()?;
-    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(path)
 }
 
 /// `argv.json` (the exact bwrap argv, secrets masked) and `launch.log` (the plan as

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod flags;
 pub mod git;
 pub mod guard;
+pub mod host;
 pub mod linux;
 pub mod macos;
 pub mod nixstore;

@@ -286,39 +286,7 @@ impl Plan {
     }
 }
 
-/// What the planner needs to know about the host. Gathered by the caller; passed in so the
-/// planner is deterministic under test.
-#[derive(Debug, Clone)]
-pub struct HostContext {
-    /// Canonical launch directory.
-    pub cwd: PathBuf,
-    /// The symlink on the way to `cwd` that needs a `y` (see `guard::symlinked_launch_dir`),
-    /// found by the caller in the same walk that resolved `cwd` where it could race.
-    pub cwd_link: Option<crate::guard::Confirm>,
-    /// Canonical `$HOME`.
-    pub home: PathBuf,
-    pub uid: u32,
-    pub gid: u32,
-    pub term: Option<String>,
-    /// The private per-session directory (outside every bind).
-    pub session_dir: PathBuf,
-    /// The helper's own executable, bound inside at `INIT_PATH` unless `init_exe` is set.
-    pub helper_exe: PathBuf,
-    /// The small `agent-sandbox-init` binary installed beside the helper, if there is one:
-    /// bound at `INIT_PATH` instead (cheaper to start than the whole helper).
-    pub init_exe: Option<PathBuf>,
-    /// Ports listening on the host's loopback (or on every address) at launch: what
-    /// `allowedLocalPorts = null` stands for. Probed only when the spec says `null`.
-    pub listening_ports: Vec<u16>,
-    /// The lowest port a bridge can listen on inside: 1024 on Linux, where the sandbox has
-    /// its own network namespace (`net.ipv4.ip_unprivileged_port_start` = 1024 there) and no
-    /// capabilities; 1 for macOS, whose sandbox reaches host ports directly.
-    pub lowest_bridged_port: u16,
-    /// The caller's `PATH`: its directories in declared read-write paths (or in a launch
-    /// directory that is `$HOME`) are kept read-only (`protect`), the other writable ones
-    /// warned about.
-    pub caller_path: OsString,
-}
+pub use crate::host::HostContext;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -494,13 +462,12 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut nix_env: Vec<(String, String)> = Vec::new();
     if spec.allow_nix {
         let store = Path::new("/nix/store");
-        let socket = std::env::var("NIX_DAEMON_SOCKET_PATH")
-            .unwrap_or_else(|_| crate::nixstore::DEFAULT_SOCKET.into());
-        if !store.is_dir() || !Path::new(&socket).exists() {
+        let socket = host.nix.socket.clone();
+        if !host.nix.store_present || !host.nix.socket_present {
             // Fail closed: allowNix without a daemon would only half work, confusingly.
             return Err(PlanError::Refused(format!(
                 "allowNix needs the Nix daemon, but {} does not exist. Fix: start nix-daemon (e.g. systemctl start nix-daemon) or remove allowNix / --allow-nix",
-                if store.is_dir() {
+                if host.nix.store_present {
                     socket.as_str()
                 } else {
                     "/nix/store"
@@ -1005,7 +972,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut dns_forward = None;
     match network {
         Network::Open => {
-            let host_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            let host_resolv = host.resolv_conf.clone().unwrap_or_default();
             if resolv_needs_forward(&host_resolv) {
                 // The host's resolver listens on its loopback (systemd-resolved, dnsmasq),
                 // which the sandbox cannot reach: pasta forwards this address to it instead.
@@ -1021,7 +988,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                     src: host.session_dir.join("resolv.conf"),
                     dest: "/etc/resolv.conf".into(),
                 });
-            } else if Path::new("/etc/resolv.conf").exists() {
+            } else if host.resolv_conf.is_some() {
                 mounts.push(Mount::RoBind {
                     src: "/etc/resolv.conf".into(),
                     dest: "/etc/resolv.conf".into(),
@@ -1085,7 +1052,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     env.insert("PATH".into(), path_var);
     env.insert("TMPDIR".into(), "/tmp".into());
     env.insert("SHELL".into(), "/bin/sh".into());
-    if spec.closure.is_none() && Path::new("/bin/bash").exists() {
+    if spec.closure.is_none() && host.has_bin_bash {
         env.insert("SHELL".into(), "/bin/bash".into());
     }
     env.insert(
@@ -1093,15 +1060,9 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         host.term.clone().unwrap_or_else(|| "dumb".into()),
     );
     if spec.closure.is_none() {
-        for bundle in [
-            "/etc/ssl/certs/ca-certificates.crt",
-            "/etc/pki/tls/certs/ca-bundle.crt",
-        ] {
-            if Path::new(bundle).exists() {
-                for &var in CA_BUNDLE_VARS {
-                    env.insert(var.into(), bundle.into());
-                }
-                break;
+        if let Some(bundle) = &host.system_ca_bundle {
+            for &var in CA_BUNDLE_VARS {
+                env.insert(var.into(), bundle.display().to_string());
             }
         }
     }
@@ -1126,15 +1087,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         .iter()
         .find_map(|k| spec.env.get(*k))
         .map(PathBuf::from)
-        .or_else(|| {
-            [
-                "/etc/ssl/certs/ca-certificates.crt",
-                "/etc/pki/tls/certs/ca-bundle.crt",
-            ]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists())
-        });
+        .or_else(|| host.system_ca_bundle.clone());
     let mut bridges = Vec::new();
     if let Network::Filtered(_) = network {
         let port = PROXY_PORTS
@@ -1914,6 +1867,10 @@ mod tests {
                 listening_ports: vec![],
                 lowest_bridged_port: 1024,
                 caller_path: "/usr/bin:/bin".into(),
+                resolv_conf: None,
+                nix: Default::default(),
+                system_ca_bundle: None,
+                has_bin_bash: true,
             };
             build(&spec, &["true".into()], &host).unwrap()
         }

@@ -23,15 +23,7 @@ use tokio_rustls::TlsConnector;
 
 use super::policy::{Host, non_public};
 
-/// Well-known CA bundle locations, after `SSL_CERT_FILE` and `NIX_SSL_CERT_FILE`.
-const SYSTEM_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-    "/etc/pki/tls/cacert.pem",
-    "/nix/var/nix/profiles/default/etc/ssl/certs/ca-bundle.crt",
-];
+use crate::host::SYSTEM_CA_BUNDLES as SYSTEM_BUNDLES;
 
 /// Why an upstream could not be reached. `PrivateAddress` is a policy denial (403); the rest
 /// are gateway errors (502).
