@@ -73,7 +73,7 @@
       checks = forAllSystems (pkgs: import ./checks { inherit pkgs self nixpkgs; });
 
       # On a Mac: `nix run .#darwin-selftest` runs the escape attempts of
-      # checks/darwin-selftest.sh through the real sandbox-exec (it cannot nest inside the Nix
+      # tests/darwin/selftest.sh through the real sandbox-exec (it cannot nest inside the Nix
       # build sandbox, so it is an app, not a check). python3 and git serve its fixtures outside.
       apps = nixpkgs.lib.genAttrs [ "x86_64-darwin" "aarch64-darwin" ] (
         system:
@@ -86,7 +86,7 @@
             program = "${pkgs.writeShellScript "darwin-selftest" ''
               PATH=${nixpkgs.lib.makeBinPath [ pkgs.python3 pkgs.git ]}:/usr/bin:/bin:/usr/sbin:/sbin
               export PATH
-              exec ${pkgs.bash}/bin/bash ${./checks/darwin-selftest.sh} ${self.packages.${system}.default}/bin/agent-sandbox "$@"
+              exec ${pkgs.bash}/bin/bash ${./tests/darwin/selftest.sh} ${self.packages.${system}.default}/bin/agent-sandbox "$@"
             ''}";
             meta.description = "macOS self-test: escape attempts through the real Seatbelt sandbox";
           };

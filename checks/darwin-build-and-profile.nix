@@ -26,6 +26,6 @@ pkgs.runCommand "darwin-build-and-profile" { } ''
   cat "$out"
   # The self-test `nix run .#darwin-selftest` runs on a Mac outside this build: here it must
   # parse and list its checks.
-  bash -n ${./darwin-selftest.sh}
-  DARWIN_SELFTEST_DRY=1 bash ${./darwin-selftest.sh} > /dev/null
+  bash -n ${../tests/darwin/selftest.sh}
+  DARWIN_SELFTEST_DRY=1 bash ${../tests/darwin/selftest.sh} > /dev/null
 ''

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the fixture sandboxes of tests/nix/fixtures.nix with the stand-in package set
-# (checks/host-pkgs, a nixpkgs made of the host's Debian packages) and runs them, as root and
+# (tests/nix/host-pkgs, a nixpkgs made of the host's Debian packages) and runs them, as root and
 # as the unprivileged user agent-sandbox-test (tests/nix/behaviour.sh). Also checks what the
 # build itself promises: the spec matches the helper's schema, its closure is complete, no
 # launch-time secret reaches the store, and bad arguments fail at evaluation or build time.
@@ -11,7 +11,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-export NIX_PATH=nixpkgs=$repo/checks/host-pkgs
+export NIX_PATH=nixpkgs=$repo/tests/nix/host-pkgs
 export AGENT_SANDBOX_HELPER_BIN=${AGENT_SANDBOX_HELPER_BIN:-$repo/rust/target/debug/agent-sandbox}
 # Builds copy host files (no build sandbox); nothing can be substituted here.
 nixopts=(--option sandbox false --option substituters "")

@@ -1,5 +1,5 @@
 # Fixture sandboxes for tests/nix/build.sh. Plain `import <nixpkgs> { }` code: built here with
-# NIX_PATH=nixpkgs=checks/host-pkgs (the stand-in), and it would build with nixpkgs too.
+# NIX_PATH=nixpkgs=tests/nix/host-pkgs (the stand-in), and it would build with nixpkgs too.
 {
   pkgs ? import <nixpkgs> { },
   # A host loopback port the offline sandbox may reach (picked free by build.sh).

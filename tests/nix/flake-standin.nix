@@ -1,10 +1,10 @@
-# The flake's outputs, evaluated with the stand-in package set (checks/host-pkgs) as nixpkgs,
+# The flake's outputs, evaluated with the stand-in package set (tests/nix/host-pkgs) as nixpkgs,
 # so tests/nix/build.sh can evaluate every output and build the checks that need no real
 # nixpkgs (the evaluation tests, the schema check). The source is the working tree, filtered.
 let
   system = builtins.currentSystem;
-  # The stand-in's own flake outputs, as `--override-input nixpkgs path:./checks/host-pkgs` gives.
-  standIn = ../../checks/host-pkgs;
+  # The stand-in's own flake outputs, as `--override-input nixpkgs path:./tests/nix/host-pkgs` gives.
+  standIn = ./host-pkgs;
   nixpkgs = (import (standIn + "/flake.nix")).outputs { self = nixpkgs; } // {
     outPath = standIn;
   };

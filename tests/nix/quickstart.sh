@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's Nix quick start, run as written, on a copy of this checkout (what a clone holds:
-# the files git tracks or would track) with the stand-in package set (checks/host-pkgs):
+# the files git tracks or would track) with the stand-in package set (tests/nix/host-pkgs):
 #   - the published flake URL is defined once (flake.nix's publishedUrl) and the templates and
 #     the README name it; the README's two quick-start blocks differ only in where the flake
 #     comes from;
@@ -95,7 +95,7 @@ mkdir -p "$clone"
   tar --null -T - -cf -) | tar -C "$clone" -xf -
 commit() { git -C "$clone" add -A && git -C "$clone" -c user.name=test -c user.email=test@localhost commit -qm "$1"; }
 git -C "$clone" init -q && commit snapshot
-standin=path:$clone/checks/host-pkgs
+standin=path:$clone/tests/nix/host-pkgs
 
 # --- flake.lock, nix flake check ----------------------------------------------------------------
 # No network here: anything that tried to fetch nixpkgs would fail.
@@ -110,9 +110,9 @@ fi
 if [ -z "${AGENT_SANDBOX_UNIT_TESTS_BIN:-}" ]; then
   skip flake-check-with-the-stand-in "AGENT_SANDBOX_UNIT_TESTS_BIN unset: run scripts/test-nix, which builds the unit tests"
 elif out=$(cd "$clone" && nix flake check --impure --option sandbox false --option substituters '' \
-  --override-input nixpkgs path:./checks/host-pkgs 2>&1); then
+  --override-input nixpkgs path:./tests/nix/host-pkgs 2>&1); then
   pass flake-check-with-the-stand-in
-  vm=$(cd "$clone" && nixi build --override-input nixpkgs path:./checks/host-pkgs --no-link --json \
+  vm=$(cd "$clone" && nixi build --override-input nixpkgs path:./tests/nix/host-pkgs --no-link --json \
     ".#checks.$system.vm-isolation" ".#checks.$system.vm-network-modes" 2>"$tmp/vm.log" |
     python3 -c 'import json,sys; [print(open(d["outputs"]["out"]).read(), end="") for d in json.load(sys.stdin)]' 2>&1)
   check vm-checks-evaluate-with-the-stand-in \
@@ -175,7 +175,7 @@ for t in "${templates[@]}"; do
       local got want
       got=$(HOME=$home nixi run 2>>"$log")
       # shellcheck disable=SC2086
-      want="$bin stand-in for $pname (checks/host-pkgs), in $home/my-project; home holds: $(printf '%s\n' $declared my-project | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')"
+      want="$bin stand-in for $pname (tests/nix/host-pkgs), in $home/my-project; home holds: $(printf '%s\n' $declared my-project | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')"
       [ "$got" = "$want" ] || { echo "nix run: expected: $want"$'\n'"got: $got"; return 1; }
       ;;
     "nix develop")
@@ -183,7 +183,7 @@ for t in "${templates[@]}"; do
       # An interactive shell: a terminal (script), the user typing two lines.
       got=$(printf '%s\n' "$bin --version" exit | HOME=$home script -qec "nix develop --impure" /dev/null 2>>"$log" |
         tr -d '\r' | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g')
-      [[ "$got" == *$'\n'"$bin stand-in for $pname (checks/host-pkgs)"$'\n'* ]] || { echo "nix develop: $got"; return 1; }
+      [[ "$got" == *$'\n'"$bin stand-in for $pname (tests/nix/host-pkgs)"$'\n'* ]] || { echo "nix develop: $got"; return 1; }
       ;;
     nix\ *)
       # shellcheck disable=SC2086
@@ -232,7 +232,7 @@ for t in "${templates[@]}"; do
 done
 
 # --- nix-shell on a shells/ directory -------------------------------------------------------------
-export NIX_PATH=nixpkgs=$clone/checks/host-pkgs
+export NIX_PATH=nixpkgs=$clone/tests/nix/host-pkgs
 for d in "$clone"/shells/*; do
   s=$(basename "$d")
   # What `nix-shell DIR` reads on Nix before 2.24: DIR/default.nix, the function of shell.nix.

@@ -1,5 +1,5 @@
 # The part of nixpkgs' `lib` that the stand-in package set offers (same names, same meaning),
-# for fixtures evaluated with NIX_PATH=nixpkgs=checks/host-pkgs. Anything else is missing.
+# for fixtures evaluated with NIX_PATH=nixpkgs=tests/nix/host-pkgs. Anything else is missing.
 let
   b = builtins;
   lib = {

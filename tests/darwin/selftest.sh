@@ -4,7 +4,7 @@
 # build sandbox, so this is not a derivation: run it as
 #
 #   nix run .#darwin-selftest                  # the flake's helper, python3 and git on PATH
-#   bash checks/darwin-selftest.sh [HELPER]    # HELPER: the agent-sandbox binary (or a
+#   bash tests/darwin/selftest.sh [HELPER]     # HELPER: the agent-sandbox binary (or a
 #                                              # package dir with bin/agent-sandbox); default:
 #                                              # agent-sandbox on PATH
 #

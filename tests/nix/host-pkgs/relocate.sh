@@ -1,4 +1,4 @@
-# Sourced by the stand-in's builders (checks/host-pkgs/default.nix), which run host bash with
+# Sourced by the stand-in's builders (tests/nix/host-pkgs/default.nix), which run host bash with
 # the host's PATH and no build sandbox. Copies host programs into $out and makes them
 # independent of the host's /lib and /usr: every ELF gets the copied loader as its interpreter
 # and $out/lib as its RPATH, with the libraries `ldd` names copied there. The programs then run

@@ -1,5 +1,5 @@
 # A stand-in for nixpkgs, made of the host's Debian packages, so the Nix layer can be built and
-# run where nixpkgs cannot be fetched (CI): `NIX_PATH=nixpkgs=checks/host-pkgs`, then
+# run where nixpkgs cannot be fetched (CI): `NIX_PATH=nixpkgs=tests/nix/host-pkgs`, then
 # `import <nixpkgs> { }` works for fixtures using only the attributes below. Builds copy host
 # files, so they need `--option sandbox false`; programs are relocated (their libraries and
 # loader copied next to them, patched with patchelf) so they run inside a sandbox that sees
@@ -9,7 +9,7 @@
 # that is missing is an evaluation error naming the apt package.
 #
 # As a flake (flake.nix: lib and legacyPackages) it stands in for a flake's nixpkgs input:
-# `--override-input nixpkgs path:./checks/host-pkgs --impure` (it reads the host's package
+# `--override-input nixpkgs path:./tests/nix/host-pkgs --impure` (it reads the host's package
 # database, which pure evaluation forbids). The agents are small stand-in scripts (agentStandIn).
 #
 # Needs: a Debian/Ubuntu host with the packages named below installed, and patchelf.
@@ -174,7 +174,7 @@ let
   helperBin =
     let
       fromEnv = builtins.getEnv "AGENT_SANDBOX_HELPER_BIN";
-      default = toString ../../rust/target/debug/agent-sandbox;
+      default = toString ../../../rust/target/debug/agent-sandbox;
     in
     if fromEnv != "" then
       fromEnv
@@ -258,9 +258,9 @@ let
       meta.mainProgram = program;
       text = ''
         #!${runtimeShell}
-        # A stand-in for ${pname} (checks/host-pkgs), not the agent.
+        # A stand-in for ${pname} (tests/nix/host-pkgs), not the agent.
         case "''${1-}" in
-        --version) echo "${program} stand-in for ${pname} (checks/host-pkgs)" ;;
+        --version) echo "${program} stand-in for ${pname} (tests/nix/host-pkgs)" ;;
         -c)
           shift
           exec ${runtimeShell} -c "$@"
@@ -268,10 +268,10 @@ let
         "")
           shopt -s dotglob nullglob
           home=(~/*)
-          echo "${program} stand-in for ${pname} (checks/host-pkgs), in $PWD; home holds:" "''${home[@]##*/}"
+          echo "${program} stand-in for ${pname} (tests/nix/host-pkgs), in $PWD; home holds:" "''${home[@]##*/}"
           ;;
         *)
-          echo "${program} stand-in for ${pname} (checks/host-pkgs): run it without arguments, with --version, or with -c COMMAND" >&2
+          echo "${program} stand-in for ${pname} (tests/nix/host-pkgs): run it without arguments, with --version, or with -c COMMAND" >&2
           exit 2
           ;;
         esac
@@ -324,7 +324,7 @@ let
   };
 
   unsupported =
-    name: _: throw "host-pkgs: ${name} is not part of the stand-in package set (checks/host-pkgs)";
+    name: _: throw "host-pkgs: ${name} is not part of the stand-in package set (tests/nix/host-pkgs)";
 
   # nixpkgs' writeClosure: the store paths of the closure of `paths`, sorted, one per line.
   writeClosure =
