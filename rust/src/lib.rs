@@ -8,6 +8,7 @@ pub mod flags;
 pub mod git;
 pub mod guard;
 pub mod host;
+pub mod launch;
 pub mod linux;
 pub mod macos;
 pub mod nixstore;

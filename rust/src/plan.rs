@@ -208,9 +208,6 @@ pub struct Plan {
     pub dns_forward: Option<String>,
     /// Loopback bridges the init sets up inside (proxy first, then local ports).
     pub bridges: Vec<Bridge>,
-    /// Run the command in a process group of its own (decided at launch: whenever the launcher
-    /// is not the foreground job of a terminal; see `linux::init::set_own_process_group`).
-    pub own_process_group: bool,
     /// The closure's paths, each bound read-only at its own path (empty in host-system mode).
     pub closure: Vec<PathBuf>,
     /// The binary bound at `INIT_PATH` (the small `agent-sandbox-init`, or the helper itself);
@@ -1150,7 +1147,6 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         allowed_local_ports: local.allowed,
         dns_forward,
         bridges,
-        own_process_group: false,
         closure: closure_paths,
         entry_exe,
         init_is_helper: host.init_exe.is_none(),
@@ -1231,7 +1227,7 @@ pub const STAGE_MIN_PATHS: usize = 24;
 /// inside. That bind comes last, so bwrap's other binds read a mount table without the staged
 /// entries. `None` (nothing changed) for small closures, allowNix (the whole store is bound
 /// anyway), or when something else is mounted in or over the directory.
-pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
+pub fn stage_closure(plan: &Plan, mounts: &mut Vec<Mount>, view: &Path) -> Option<Staging> {
     let mut by_dir: BTreeMap<&Path, Vec<&Path>> = BTreeMap::new();
     for p in &plan.closure {
         if let Some(parent) = p.parent().filter(|d| *d != Path::new("/")) {
@@ -1253,8 +1249,7 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
     let is_child_bind = |m: &Mount| matches!(m, Mount::RoBind { src, dest } if src == dest && child_set.contains(src.as_path()));
     // Every child must still be bound on its own (allowNix replaced them with the whole
     // store), and nothing else may be mounted in or over the directory.
-    let bound: std::collections::HashSet<&Path> = plan
-        .mounts
+    let bound: std::collections::HashSet<&Path> = mounts
         .iter()
         .filter_map(|m| match m {
             Mount::RoBind { src, .. } if is_child_bind(m) => Some(src.as_path()),
@@ -1265,8 +1260,7 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
         return None;
     }
     let inside = |p: &Path| p.starts_with(&dir);
-    let conflict = plan
-        .mounts
+    let conflict = mounts
         .iter()
         .filter(|m| !is_child_bind(m))
         .any(|m| match m {
@@ -1282,8 +1276,8 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
     if conflict {
         return None;
     }
-    plan.mounts.retain(|m| !is_child_bind(m));
-    plan.mounts.push(Mount::RoBind {
+    mounts.retain(|m| !is_child_bind(m));
+    mounts.push(Mount::RoBind {
         src: view.to_path_buf(),
         dest: dir.clone(),
     });
@@ -1302,8 +1296,13 @@ pub fn stage_closure(plan: &mut Plan, view: &Path) -> Option<Staging> {
 /// session of a user with the same network mode, so they live in one content-addressed
 /// directory beside the sessions (`<base>/.identity-<hash>`), written once
 /// ([`crate::session::ensure_identity`]): a start then creates no files before bwrap runs.
-/// Rebinds the plan's mounts of those files from `session_dir` there; returns the directory.
-pub fn share_identity_files(plan: &mut Plan, base: &Path, session_dir: &Path) -> PathBuf {
+/// Rebinds `mounts`' binds of those files from `session_dir` there; returns the directory.
+pub fn share_identity_files(
+    plan: &Plan,
+    mounts: &mut [Mount],
+    base: &Path,
+    session_dir: &Path,
+) -> PathBuf {
     // FNV-1a over names and contents: stable across builds and platforms.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for (name, contents) in &plan.session_files {
@@ -1312,7 +1311,7 @@ pub fn share_identity_files(plan: &mut Plan, base: &Path, session_dir: &Path) ->
         }
     }
     let dir = base.join(format!(".identity-{hash:016x}"));
-    for m in &mut plan.mounts {
+    for m in mounts {
         if let Mount::RoBind { src, .. } = m
             && let Ok(rest) = src.strip_prefix(session_dir)
             && plan.session_files.iter().any(|(f, _)| Path::new(f) == rest)

@@ -49,7 +49,13 @@ pub enum Audience {
     Log,
 }
 
-pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString], audience: Audience) -> String {
+pub fn render(
+    plan: &Plan,
+    mounts: &[Mount],
+    bwrap: &str,
+    argv: &[std::ffi::OsString],
+    audience: Audience,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "sandbox: {}", plan.out_name);
     let _ = writeln!(s, "command: {}", quote_all(plan.command.iter()));
@@ -61,7 +67,7 @@ pub fn render(plan: &Plan, bwrap: &str, argv: &[std::ffi::OsString], audience: A
         plan.uid, plan.gid
     );
     let _ = writeln!(s, "mounts (in order):");
-    for m in &plan.mounts {
+    for m in mounts {
         let line = match m {
             Mount::RoBind { src, dest } if src == dest => format!("  ro      {}", dest.display()),
             Mount::RoBind { src, dest } => {

@@ -1,8 +1,62 @@
 //! Plan → bubblewrap argv. Pure: the exact argv is unit-tested, order included.
+//!
+//! The plan is never changed after `plan::build`; what one Linux launch adds to it (shared
+//! identity files, a staged closure, binds by descriptor, the process group) is a
+//! [`LinuxRun`], and [`argv`] lowers the two together.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
-use crate::plan::{BridgeTo, HOSTNAME, INIT_PATH, Mount, Network, Plan};
+use crate::plan::{BridgeTo, HOSTNAME, INIT_PATH, Mount, Network, Plan, Staging};
+
+/// One Linux launch of a plan: the facts decided at launch time, not by the planner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinuxRun {
+    /// The mounts bwrap gets: the plan's, with the identity files read from the directory
+    /// they share with other sessions, a large closure bound once from its staged view, and
+    /// (once [`crate::linux::pathfd::bind_by_fd`] ran) held sources bound by descriptor.
+    pub mounts: Vec<Mount>,
+    /// Where the identity files are (see `plan::share_identity_files`); `None`: in the
+    /// session directory, as planned.
+    pub identity: Option<PathBuf>,
+    /// The closure view the namespace holder builds (see `plan::stage_closure`).
+    pub staging: Option<Staging>,
+    /// Run the command in a process group of its own: whenever the launcher is not the
+    /// foreground job of a terminal (see `linux::init::set_own_process_group`).
+    pub own_process_group: bool,
+}
+
+impl LinuxRun {
+    /// The plan as planned: nothing shared, staged or held (dry runs of tests, benchmarks).
+    pub fn plain(plan: &Plan) -> Self {
+        LinuxRun {
+            mounts: plan.mounts.clone(),
+            identity: None,
+            staging: None,
+            own_process_group: false,
+        }
+    }
+
+    /// A launch from the session directory `session_dir` in the state directory `base`; the
+    /// staged closure view (if any) goes to `view`.
+    pub fn new(
+        plan: &Plan,
+        base: &Path,
+        session_dir: &Path,
+        view: &Path,
+        own_process_group: bool,
+    ) -> Self {
+        let mut mounts = plan.mounts.clone();
+        let identity = crate::plan::share_identity_files(plan, &mut mounts, base, session_dir);
+        let staging = crate::plan::stage_closure(plan, &mut mounts, view);
+        LinuxRun {
+            mounts,
+            identity: Some(identity),
+            staging,
+            own_process_group,
+        }
+    }
+}
 
 /// Namespace and hardening flags, in the order emitted.
 fn base_flags(plan: &Plan) -> Vec<OsString> {
@@ -38,12 +92,12 @@ fn base_flags(plan: &Plan) -> Vec<OsString> {
 }
 
 /// The whole bwrap argument list (without the program name).
-pub fn argv(plan: &Plan) -> Vec<OsString> {
+pub fn argv(plan: &Plan, run: &LinuxRun) -> Vec<OsString> {
     // The environment is not in the argv: command lines are world-readable in /proc, and
     // values such as API tokens must not be. bwrap gets exactly `plan.env` as its own
     // environment (see `supervise::supervise`) and passes it on unchanged.
     let mut a = base_flags(plan);
-    for m in &plan.mounts {
+    for m in &run.mounts {
         match m {
             Mount::RoBind { src, dest } => {
                 a.extend(["--ro-bind".into(), src.into(), dest.into()]);
@@ -81,7 +135,7 @@ pub fn argv(plan: &Plan) -> Vec<OsString> {
     if plan.init_is_helper {
         a.push("__init".into());
     }
-    if plan.own_process_group {
+    if run.own_process_group {
         a.push("--own-pgrp".into());
     }
     for b in &plan.bridges {
@@ -104,6 +158,18 @@ mod tests {
     use crate::plan::LaunchGuard;
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
+
+    fn plain_argv(p: &Plan) -> Vec<OsString> {
+        argv(p, &LinuxRun::plain(p))
+    }
+
+    /// The run of `p` with its closure staged to `view` (and nothing else changed).
+    fn staged(p: &Plan, view: &Path) -> (Option<Staging>, LinuxRun) {
+        let mut run = LinuxRun::plain(p);
+        let st = crate::plan::stage_closure(p, &mut run.mounts, view);
+        run.staging = st.clone();
+        (st, run)
+    }
 
     fn plan(network: Network) -> Plan {
         Plan {
@@ -144,7 +210,6 @@ mod tests {
             allowed_local_ports: vec![],
             dns_forward: None,
             bridges: vec![],
-            own_process_group: false,
             closure: vec![],
             entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
             init_is_helper: true,
@@ -169,7 +234,7 @@ mod tests {
         p.mounts.push(Mount::Mask {
             dest: "/home/u/my proj/.state".into(),
         });
-        let a = argv(&p);
+        let a = plain_argv(&p);
         let s = strs(&a);
         let at = s.iter().position(|x| *x == "--remount-ro").unwrap();
         assert_eq!(
@@ -187,7 +252,7 @@ mod tests {
 
     #[test]
     fn exact_argv_open_network() {
-        let a = argv(&plan(Network::Open));
+        let a = plain_argv(&plan(Network::Open));
         assert_eq!(
             strs(&a),
             [
@@ -253,7 +318,7 @@ mod tests {
         for (m, fd) in p.mounts[5..].iter_mut().zip([3, 4, 5]) {
             crate::linux::pathfd::rewrite(m, fd);
         }
-        let a = argv(&p);
+        let a = plain_argv(&p);
         let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
         let j = a.iter().position(|x| x == "--chdir").unwrap();
         assert_eq!(
@@ -292,12 +357,12 @@ mod tests {
             Network::Blocked,
             Network::Filtered(BTreeMap::from([("example.com".to_string(), None)])),
         ] {
-            let a = argv(&plan(n));
+            let a = plain_argv(&plan(n));
             let i = a.iter().position(|x| x == "--unshare-net").unwrap();
             assert_eq!(a[i - 1], "--unshare-cgroup-try");
             assert_eq!(a[i + 1], "--hostname");
         }
-        let open = argv(&plan(Network::Open));
+        let open = plain_argv(&plan(Network::Open));
         assert!(!open.iter().any(|x| x == "--unshare-net"));
     }
 
@@ -310,7 +375,6 @@ mod tests {
             None,
         )])));
         p.init_is_helper = false;
-        p.own_process_group = true;
         p.bridges = vec![
             crate::plan::Bridge {
                 inside_port: 3128,
@@ -323,7 +387,11 @@ mod tests {
                 to: BridgeTo::HostPort(5432),
             },
         ];
-        let a = argv(&p);
+        let run = LinuxRun {
+            own_process_group: true,
+            ..LinuxRun::plain(&p)
+        };
+        let a = argv(&p, &run);
         let i = a.iter().position(|x| x == INIT_PATH).unwrap();
         assert_eq!(
             strs(&a[i - 1..]),
@@ -372,8 +440,8 @@ mod tests {
             src: "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init".into(),
             dest: INIT_PATH.into(),
         });
-        let staging =
-            crate::plan::stage_closure(&mut p, Path::new("/s/store-view")).expect("staged");
+        let (staging, run) = staged(&p, Path::new("/s/store-view"));
+        let staging = staging.expect("staged");
         assert_eq!(staging.dir, PathBuf::from("/nix/store"));
         assert_eq!(staging.view, PathBuf::from("/s/store-view"));
         assert_eq!(staging.names.len(), n);
@@ -389,10 +457,14 @@ mod tests {
                 dest: "/nix/store/h001-pkg".into(),
             },
         );
-        let st = crate::plan::stage_closure(&mut twice, Path::new("/s/store-view")).unwrap();
-        assert_eq!(st.names.len(), n);
-        assert!(!argv(&twice).iter().any(|x| x == "/nix/store/h001-pkg"));
-        let a = argv(&p);
+        let (st, twice_run) = staged(&twice, Path::new("/s/store-view"));
+        assert_eq!(st.unwrap().names.len(), n);
+        assert!(
+            !argv(&twice, &twice_run)
+                .iter()
+                .any(|x| x == "/nix/store/h001-pkg")
+        );
+        let a = argv(&p, &run);
         let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
         let j = a.iter().position(|x| x == "--chdir").unwrap();
         assert_eq!(
@@ -428,10 +500,10 @@ mod tests {
     #[test]
     fn small_closures_allow_nix_and_foreign_mounts_are_not_staged() {
         let view = Path::new("/s/store-view");
-        let mut small = closure_plan(crate::plan::STAGE_MIN_PATHS - 1);
-        let before = small.clone();
-        assert_eq!(crate::plan::stage_closure(&mut small, view), None);
-        assert_eq!(small, before);
+        let small = closure_plan(crate::plan::STAGE_MIN_PATHS - 1);
+        let (st, run) = staged(&small, view);
+        assert_eq!(st, None);
+        assert_eq!(run, LinuxRun::plain(&small));
         // Something mounted inside the store directory, or over it: staging would hide it.
         for extra in [
             Mount::Bind {
@@ -444,9 +516,9 @@ mod tests {
         ] {
             let mut foreign = closure_plan(40);
             foreign.mounts.push(extra);
-            let before = foreign.clone();
-            assert_eq!(crate::plan::stage_closure(&mut foreign, view), None);
-            assert_eq!(foreign, before);
+            let (st, run) = staged(&foreign, view);
+            assert_eq!(st, None);
+            assert_eq!(run, LinuxRun::plain(&foreign));
         }
         // allowNix: the whole store is bound instead of the closure paths.
         let mut nix = closure_plan(40);
@@ -459,12 +531,12 @@ mod tests {
                 dest: "/nix/store".into(),
             },
         );
-        assert_eq!(crate::plan::stage_closure(&mut nix, view), None);
+        assert_eq!(staged(&nix, view).0, None);
     }
 
     #[test]
     fn command_follows_init_verbatim() {
-        let a = argv(&plan(Network::Open));
+        let a = plain_argv(&plan(Network::Open));
         let tail: Vec<PathBuf> = a[a.len() - 3..].iter().map(PathBuf::from).collect();
         assert_eq!(tail[2], PathBuf::from("a b\n'c'"));
     }

@@ -19,6 +19,7 @@ use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
 
+use crate::linux::bwrap::LinuxRun;
 use crate::plan::{Held, Mount, Plan};
 
 /// Descriptors kept free for everything else the launcher opens (pipes, sockets, the proxy).
@@ -71,20 +72,20 @@ pub enum PathFdError {
 
 pub type Result<T> = std::result::Result<T, PathFdError>;
 
-/// Opens every held source and rewrites its binds to `Mount::BindFd`. Returns the descriptors,
+/// Opens every held source of `plan` and rewrites its binds in `run` to `Mount::BindFd`. Returns the descriptors,
 /// which must stay open until bwrap has started and be passed to it (`supervise`'s `inherit`).
 ///
 /// `missing_ok`: a source that does not exist stays bound by path (`--dry-run`, before the git
 /// placeholders are created); a launch passes `false`.
-pub fn bind_by_fd(plan: &mut Plan, missing_ok: bool) -> Result<Vec<OwnedFd>> {
+pub fn bind_by_fd(plan: &Plan, run: &mut LinuxRun, missing_ok: bool) -> Result<Vec<OwnedFd>> {
     // One descriptor per bind: bwrap closes each after using it.
-    let binds: Vec<usize> = (0..plan.mounts.len())
-        .filter(|&i| held_source(&plan.mounts[i], &plan.held).is_some())
+    let binds: Vec<usize> = (0..run.mounts.len())
+        .filter(|&i| held_source(&run.mounts[i], &plan.held).is_some())
         .collect();
     ensure_fd_room(binds.len() as u64)?;
     let mut fds = Vec::with_capacity(binds.len());
     for i in binds {
-        let (src, held) = held_source(&plan.mounts[i], &plan.held).expect("filtered above");
+        let (src, held) = held_source(&run.mounts[i], &plan.held).expect("filtered above");
         let fd = match open_held(&src, held) {
             Ok(fd) => fd,
             Err(PathFdError::Open {
@@ -93,7 +94,7 @@ pub fn bind_by_fd(plan: &mut Plan, missing_ok: bool) -> Result<Vec<OwnedFd>> {
             }) if missing_ok => continue,
             Err(e) => return Err(e),
         };
-        rewrite(&mut plan.mounts[i], fd.as_raw_fd());
+        rewrite(&mut run.mounts[i], fd.as_raw_fd());
         fds.push(fd);
     }
     Ok(fds)

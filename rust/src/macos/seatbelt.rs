@@ -1022,7 +1022,6 @@ mod tests {
             allowed_local_ports: vec![],
             dns_forward: None,
             bridges,
-            own_process_group: false,
             closure: vec![],
             entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
             init_is_helper: true,
