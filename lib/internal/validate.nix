@@ -82,17 +82,8 @@ let
     publishedPorts = "is not supported yet (planned: v5 parity, issue 13): nothing inside the sandbox can be reached from the host. Remove it, or run the server outside the sandbox";
     allowHeadlessBrowsers = "is not supported yet (planned: v5 parity, issue 13). Remove it; a browser inside needs its own sandbox disabled and the proxy's CA trusted, which the helper does not set up yet";
   };
-  httpMethods = [
-    "GET"
-    "HEAD"
-    "POST"
-    "PUT"
-    "PATCH"
-    "DELETE"
-    "OPTIONS"
-    "TRACE"
-    "CONNECT"
-  ];
+  # The helper reads the same file (rust/src/spec.rs, HTTP_METHODS).
+  httpMethods = builtins.fromJSON (builtins.readFile ../../rust/shared/http-methods.json);
 
   hasPrefix = pre: s: substring 0 (stringLength pre) s == pre;
   removeTrailingDot =

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -12,10 +13,16 @@ use serde::{Deserialize, Serialize};
 /// The only spec version this helper understands.
 pub const SPEC_VERSION: u32 = 1;
 
-/// HTTP methods accepted in `allowedDomains` rules.
-pub const HTTP_METHODS: &[&str] = &[
-    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
-];
+/// HTTP methods accepted in `allowedDomains` rules, in the order messages list them. The list
+/// lives in `rust/shared/http-methods.json`, which `lib/internal/validate.nix` reads too.
+pub static HTTP_METHODS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| shared_list(include_str!("../shared/http-methods.json")));
+
+/// A JSON list of strings from `rust/shared/`, compiled in. The unit tests parse every such
+/// file, so a malformed one fails `cargo test` rather than a launch.
+pub(crate) fn shared_list(json: &'static str) -> Vec<&'static str> {
+    serde_json::from_str(json).expect("a file in rust/shared/ is a JSON list of strings")
+}
 
 /// A sandbox description, as written by `mkSandbox` (Nix) or assembled from CLI flags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -389,6 +396,14 @@ allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null 
         assert_eq!(normalize_domain("*.example.com"), None);
         assert_eq!(normalize_domain("example.com:443"), None);
         assert_eq!(normalize_domain(""), None);
+    }
+
+    #[test]
+    fn shared_lists_parse() {
+        assert_eq!(HTTP_METHODS.first(), Some(&"GET"));
+        assert_eq!(HTTP_METHODS.len(), 9);
+        assert_eq!(crate::plan::CA_BUNDLE_VARS.first(), Some(&"SSL_CERT_FILE"));
+        assert_eq!(crate::plan::CA_BUNDLE_VARS.len(), 7);
     }
 
     #[test]
