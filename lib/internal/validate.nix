@@ -131,8 +131,9 @@ let
   isPackage =
     p: (isAttrs p && p ? outPath) || isPath p || (isString p && hasPrefix "${builtins.storeDir}/" p);
 
-  # Mirrors `normalize_domain` in rust/src/spec.rs: DNS labels (letters, digits, '-', '_'; no
+  # The rule of `normalize_domain` in rust/src/spec.rs: DNS labels (letters, digits, '-', '_'; no
   # leading or trailing '-'), an optional trailing dot, at most 253 characters; or an IP literal.
+  # Both sides are tested against rust/shared/domain-cases.json (here by tests/nix/cases.nix).
   label = "[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?";
   isDomain =
     d:
