@@ -73,16 +73,8 @@ let
   unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
 
   # Programs in a closure-mode sandbox find the TLS roots through these (the helper sets them
-  # itself only in host-system mode). Same list as rust/src/plan.rs.
-  caVariables = [
-    "SSL_CERT_FILE"
-    "NIX_SSL_CERT_FILE"
-    "REQUESTS_CA_BUNDLE"
-    "CURL_CA_BUNDLE"
-    "GIT_SSL_CAINFO"
-    "PIP_CERT"
-    "CARGO_HTTP_CAINFO"
-  ];
+  # itself only in host-system mode). The helper reads the same file (rust/src/plan.rs).
+  caVariables = builtins.fromJSON (builtins.readFile ../../rust/shared/ca-variables.json);
 in
 {
   inherit isDynamic binOf;

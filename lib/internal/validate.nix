@@ -82,17 +82,8 @@ let
     publishedPorts = "is not supported yet (planned: v5 parity, issue 13): nothing inside the sandbox can be reached from the host. Remove it, or run the server outside the sandbox";
     allowHeadlessBrowsers = "is not supported yet (planned: v5 parity, issue 13). Remove it; a browser inside needs its own sandbox disabled and the proxy's CA trusted, which the helper does not set up yet";
   };
-  httpMethods = [
-    "GET"
-    "HEAD"
-    "POST"
-    "PUT"
-    "PATCH"
-    "DELETE"
-    "OPTIONS"
-    "TRACE"
-    "CONNECT"
-  ];
+  # The helper reads the same file (rust/src/spec.rs, HTTP_METHODS).
+  httpMethods = builtins.fromJSON (builtins.readFile ../../rust/shared/http-methods.json);
 
   hasPrefix = pre: s: substring 0 (stringLength pre) s == pre;
   removeTrailingDot =
@@ -140,8 +131,9 @@ let
   isPackage =
     p: (isAttrs p && p ? outPath) || isPath p || (isString p && hasPrefix "${builtins.storeDir}/" p);
 
-  # Mirrors `normalize_domain` in rust/src/spec.rs: DNS labels (letters, digits, '-', '_'; no
+  # The rule of `normalize_domain` in rust/src/spec.rs: DNS labels (letters, digits, '-', '_'; no
   # leading or trailing '-'), an optional trailing dot, at most 253 characters; or an IP literal.
+  # Both sides are tested against rust/shared/domain-cases.json (here by tests/nix/cases.nix).
   label = "[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?";
   isDomain =
     d:

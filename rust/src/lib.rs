@@ -22,3 +22,4 @@ pub mod sockets;
 pub mod spec;
 pub mod symlinks;
 pub mod tools;
+pub mod utc;

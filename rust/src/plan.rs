@@ -51,15 +51,11 @@ pub const HOST_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/s
 /// Variables that name the CA bundle, for the tools that read each (SSL_CERT_FILE replaces the
 /// default store, so the bundle holds the system roots too). NODE_EXTRA_CA_CERTS is apart: it
 /// adds to Node's roots and gets the proxy's CA alone.
-pub const CA_BUNDLE_VARS: &[&str] = &[
-    "SSL_CERT_FILE",
-    "NIX_SSL_CERT_FILE",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "PIP_CERT",
-    "CARGO_HTTP_CAINFO",
-];
+/// The list lives in `rust/shared/ca-variables.json`, which `lib/internal/spec.nix` reads too.
+pub static CA_BUNDLE_VARS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| {
+        crate::spec::shared_list(include_str!("../shared/ca-variables.json"))
+    });
 
 /// Variables that point clients at the proxy, in the spellings tools read.
 pub const PROXY_VARS: &[&str] = &[
@@ -1058,7 +1054,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     );
     if spec.closure.is_none() {
         if let Some(bundle) = &host.system_ca_bundle {
-            for &var in CA_BUNDLE_VARS {
+            for &var in CA_BUNDLE_VARS.iter() {
                 env.insert(var.into(), bundle.display().to_string());
             }
         }
@@ -1112,7 +1108,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let session_bundle = matches!(network, Network::Filtered(_)) || !upstream_ca_files.is_empty();
     if session_bundle {
         let bundle = format!("{SESSION_MOUNT}/{SESSION_CA_BUNDLE}");
-        for &var in CA_BUNDLE_VARS {
+        for &var in CA_BUNDLE_VARS.iter() {
             env.insert(var.into(), bundle.clone());
         }
         env.insert(

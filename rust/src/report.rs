@@ -24,6 +24,16 @@ pub fn looks_secret(name: &str) -> bool {
     !upper.starts_with("GIT_CONFIG_") && SECRET_MARKERS.iter().any(|m| upper.contains(m))
 }
 
+/// An environment value as the dry-run shows it: quoted, or masked (with its length, so an
+/// empty or truncated secret still shows) when the name looks secret.
+pub fn shown_env_value(name: &str, value: &str) -> String {
+    if looks_secret(name) {
+        format!("<masked, {} chars>", value.chars().count())
+    } else {
+        format!("{value:?}")
+    }
+}
+
 /// The argv with the values of secret-looking `--setenv NAME VALUE` replaced, for display and
 /// for the session log: secrets do not belong in files at rest.
 pub fn masked_argv(argv: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
@@ -108,12 +118,7 @@ pub fn render(
         let _ = writeln!(s, "environment:");
     }
     for (k, v) in plan.env.iter().filter(|_| audience == Audience::Terminal) {
-        let shown = if looks_secret(k) {
-            format!("<masked, {} chars>", v.chars().count())
-        } else {
-            format!("{v:?}")
-        };
-        let _ = writeln!(s, "  {k}={shown}");
+        let _ = writeln!(s, "  {k}={}", shown_env_value(k, v));
     }
     let _ = writeln!(s, "network: {}", network_line(&plan.network));
     let ports = match &plan.allowed_local_ports[..] {

@@ -8,6 +8,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::utc::Utc;
+
 /// How many session directories are kept (newest first).
 pub const KEEP_SESSIONS: usize = 25;
 
@@ -44,29 +46,12 @@ pub fn session_name(now: SystemTime, pid: u32, out_name: &str) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
+    let t = Utc::from_unix(secs);
     format!(
         // Zero-padded pid: names of one second still sort in a stable, numeric order.
-        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z-{pid:07}-{out_name}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z-{pid:07}-{out_name}",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Create the base directory (mode 0700) if needed and return its canonical path.

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -12,10 +13,16 @@ use serde::{Deserialize, Serialize};
 /// The only spec version this helper understands.
 pub const SPEC_VERSION: u32 = 1;
 
-/// HTTP methods accepted in `allowedDomains` rules.
-pub const HTTP_METHODS: &[&str] = &[
-    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
-];
+/// HTTP methods accepted in `allowedDomains` rules, in the order messages list them. The list
+/// lives in `rust/shared/http-methods.json`, which `lib/internal/validate.nix` reads too.
+pub static HTTP_METHODS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| shared_list(include_str!("../shared/http-methods.json")));
+
+/// A JSON list of strings from `rust/shared/`, compiled in. The unit tests parse every such
+/// file, so a malformed one fails `cargo test` rather than a launch.
+pub(crate) fn shared_list(json: &'static str) -> Vec<&'static str> {
+    serde_json::from_str(json).expect("a file in rust/shared/ is a JSON list of strings")
+}
 
 /// A sandbox description, as written by `mkSandbox` (Nix) or assembled from CLI flags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -256,23 +263,31 @@ pub fn valid_env_name(name: &str) -> bool {
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
+/// The domain-name rule of `allowedDomains` and of the proxy's host matching (for a name without
+/// its trailing dot): labels of ASCII letters, digits, '-' and '_', 1..63 bytes, not starting or
+/// ending with '-', at most 253 bytes in all. `lib/internal/validate.nix` has the same rule as a
+/// regex; both sides are tested against `rust/shared/domain-cases.json`.
+pub fn is_dns_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        })
+}
+
 /// Lower-case, strip one trailing dot; `None` if it is not a plausible host name or IP literal.
 pub fn normalize_domain(domain: &str) -> Option<String> {
     let d = domain
         .strip_suffix('.')
         .unwrap_or(domain)
         .to_ascii_lowercase();
-    let ok = !d.is_empty()
-        && d.len() <= 253
-        && d.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        });
+    let ok = is_dns_name(&d);
     let ip = d
         .trim_start_matches('[')
         .trim_end_matches(']')
@@ -389,6 +404,34 @@ allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null 
         assert_eq!(normalize_domain("*.example.com"), None);
         assert_eq!(normalize_domain("example.com:443"), None);
         assert_eq!(normalize_domain(""), None);
+    }
+
+    /// The cases `tests/nix/cases.nix` runs through the Nix library's rule too.
+    #[test]
+    fn domain_rule_matches_the_shared_cases() {
+        let cases: serde_json::Value =
+            serde_json::from_str(include_str!("../shared/domain-cases.json")).unwrap();
+        let list = |v: &serde_json::Value| -> Vec<String> {
+            serde_json::from_value(v.clone()).expect("a list of strings")
+        };
+        let valid = list(&cases["valid"]);
+        let mut invalid = list(&cases["invalid"]);
+        invalid.extend(list(&cases["nixAcceptsHelperRefuses"]["cases"]));
+        assert!(valid.len() > 10 && invalid.len() > 10);
+        for d in &valid {
+            assert!(normalize_domain(d).is_some(), "{d:?} should be accepted");
+        }
+        for d in &invalid {
+            assert_eq!(normalize_domain(d), None, "{d:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn shared_lists_parse() {
+        assert_eq!(HTTP_METHODS.first(), Some(&"GET"));
+        assert_eq!(HTTP_METHODS.len(), 9);
+        assert_eq!(crate::plan::CA_BUNDLE_VARS.first(), Some(&"SSL_CERT_FILE"));
+        assert_eq!(crate::plan::CA_BUNDLE_VARS.len(), 7);
     }
 
     #[test]

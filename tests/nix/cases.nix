@@ -3,6 +3,8 @@
 #   specs:    arguments -> the static spec and the launch-time part, exactly
 #   wrappers: arguments -> the text of bin/<outName>, exactly
 #   errors:   arguments -> the evaluation error, exactly (as Nix prints it after "error: ")
+#   domainCases: rust/shared/domain-cases.json (the helper's unit tests read it too), each
+#             entry alone in allowedDomains -> accepted or refused
 let
   f = import ./fake-pkgs.nix { };
   fDarwin = import ./fake-pkgs.nix { isLinux = false; };
@@ -433,6 +435,27 @@ in
       launch = noLaunch;
     };
   };
+
+  # `got` lists the entries that behave as the file says, so a drift shows as the missing ones.
+  domainCases =
+    let
+      cases = builtins.fromJSON (builtins.readFile ../../rust/shared/domain-cases.json);
+      accepted =
+        d:
+        (builtins.tryEval (builtins.seq (mkSandbox (base // { allowedDomains = [ d ]; })) true)).success;
+      nixAccepts = cases.nixAcceptsHelperRefuses.cases;
+    in
+    {
+      want = {
+        inherit (cases) valid invalid;
+        inherit nixAccepts;
+      };
+      got = {
+        valid = builtins.filter accepted cases.valid;
+        invalid = builtins.filter (d: !accepted d) cases.invalid;
+        nixAccepts = builtins.filter accepted nixAccepts;
+      };
+    };
 
   # The exact JSON text mkSandbox hands to the build (before the closure is spliced in).
   staticJson = {

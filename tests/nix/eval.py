@@ -70,6 +70,7 @@ def compare_all():
             want = [ "coreutils-9.1" "which-2.21" "git-2.45" "ripgrep-14.1" "fd-10.1" "gnused-4.9"
                      "gnugrep-3.11" "findutils-4.10" "diffutils-3.10" "less-661" "gawk-5.3" "jq-1.7" ];
           }};
+          "validate/domain-cases" = c.domainCases;
           "lib/default-nix-exports" = {{
             got = builtins.attrNames root;
             want = [ "commonTools" "mkSandbox" ];

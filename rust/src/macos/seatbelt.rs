@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::plan::{BridgeTo, INIT_PATH, Mount, Network, Plan, SESSION_MOUNT};
-use crate::report::{escape_controls, looks_secret, quote_all};
+use crate::report::{escape_controls, quote_all, shown_env_value};
 
 /// Always by absolute path: a `sandbox-exec` earlier on `PATH` would be trusted with the policy.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
@@ -876,12 +876,7 @@ pub fn render_dry_run(plan: &Plan) -> String {
     }
     let _ = writeln!(s, "environment:");
     for (k, v) in &sp.env {
-        let shown = if looks_secret(k) {
-            format!("<masked, {} chars>", v.chars().count())
-        } else {
-            format!("{v:?}")
-        };
-        let _ = writeln!(s, "  {k}={shown}");
+        let _ = writeln!(s, "  {k}={}", shown_env_value(k, v));
     }
     for w in &plan.warnings {
         let _ = writeln!(s, "warning: {w}");

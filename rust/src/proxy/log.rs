@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use super::policy::{Host, Methods, Policy, codes, printable};
 use crate::spec::HTTP_METHODS;
+use crate::utc::Utc;
 
 /// Denials kept for the summary; later ones are only counted.
 const MAX_DENIALS: usize = 1_000;
@@ -70,23 +71,10 @@ pub(crate) fn now() -> u64 {
 
 /// `2026-11-29T10:04:05Z` for seconds since the epoch (proleptic Gregorian, UTC).
 pub fn format_time(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Days → civil date: shift the epoch to 0000-03-01 so leap days end each 400-year era.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let t = Utc::from_unix(secs);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::spec::HTTP_METHODS;
+use crate::spec::{HTTP_METHODS, is_dns_name};
 
 /// Stable reason codes, sent in the `x-agent-sandbox-denied` header and written to the log.
 pub mod codes {
@@ -98,17 +98,7 @@ impl Host {
             return Some(Host::Ip(ip));
         }
         let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-        let labels_ok = !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label
-                        .bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
-            });
+        let labels_ok = is_dns_name(&name);
         let last_is_numeric = name
             .rsplit('.')
             .next()
