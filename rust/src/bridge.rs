@@ -10,37 +10,17 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::entry::BridgeSpec;
 
 /// Connections one bridge carries at once; more are closed at accept.
 pub const MAX_CONNECTIONS: usize = 4096;
 
 const STACK: usize = 128 * 1024;
 const BUF: usize = 32 * 1024;
-
-/// A `PORT=SOCKET` pair as passed to the init (`--bridge 5432=/run/…/port-5432.sock`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BridgeSpec {
-    pub port: u16,
-    pub socket: PathBuf,
-}
-
-impl BridgeSpec {
-    pub fn to_arg(&self) -> String {
-        format!("{}={}", self.port, self.socket.display())
-    }
-
-    pub fn parse(arg: &str) -> Option<Self> {
-        let (port, socket) = arg.split_once('=')?;
-        let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
-        socket.starts_with('/').then(|| BridgeSpec {
-            port,
-            socket: socket.into(),
-        })
-    }
-}
 
 trait Duplex: Read + Write + AsFd + Send + 'static {
     fn try_clone_box(&self) -> io::Result<Box<dyn Duplex>>;
@@ -331,17 +311,6 @@ pub fn parse_listening(text: &str) -> Vec<u16> {
 mod tests {
     use super::*;
     use std::io::BufRead;
-
-    #[test]
-    fn spec_round_trip_and_rejects() {
-        let s = BridgeSpec::parse("5432=/run/a b/port.sock").unwrap();
-        assert_eq!(s.port, 5432);
-        assert_eq!(s.to_arg(), "5432=/run/a b/port.sock");
-        assert!(BridgeSpec::parse("0=/x").is_none());
-        assert!(BridgeSpec::parse("70000=/x").is_none());
-        assert!(BridgeSpec::parse("80=rel").is_none());
-        assert!(BridgeSpec::parse("80").is_none());
-    }
 
     #[test]
     fn parses_proc_net_tcp() {

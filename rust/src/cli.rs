@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use crate::entry;
+
 /// Exit status when the sandbox could not be started.
 pub const EXIT_SETUP: i32 = 125;
 
@@ -32,12 +34,6 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print the JSON Schema of the spec file.
     Schema,
-    /// (internal) PID 1 inside the sandbox.
-    #[command(name = "__init", hide = true)]
-    Init {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
-        command: Vec<OsString>,
-    },
 }
 
 #[derive(clap::Args, Debug, Default)]
@@ -61,18 +57,16 @@ pub struct RunArgs {
 
 pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().collect();
-    // Fast path for the in-sandbox init: no clap, nothing but the command.
-    if args.get(1).is_some_and(|a| a == "__init") {
-        return init_main(&args[2..]);
-    }
-    #[cfg(target_os = "linux")]
+    // Fast path for the internal command lines (`entry`), the in-sandbox init above all: no
+    // clap, which would add to every start.
     match args.get(1).and_then(|a| a.to_str()) {
-        Some("__hold") => return crate::linux::netns::hold_main(&args[2..]),
-        Some("__enter") => return crate::linux::netns::enter_main(&args[2..]),
+        Some(entry::INIT) => return init_main(&args[2..]),
+        #[cfg(target_os = "linux")]
+        Some(entry::HOLD) => return crate::linux::netns::hold_main(&args[2..]),
+        #[cfg(target_os = "linux")]
+        Some(entry::ENTER) => return crate::linux::netns::enter_main(&args[2..]),
+        Some(entry::SWEEP) => return crate::quarantine::sentinel_main(&args[2..]),
         _ => {}
-    }
-    if args.get(1).is_some_and(|a| a == "__sweep") {
-        return crate::quarantine::sentinel_main(&args[2..]);
     }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
@@ -88,7 +82,6 @@ pub fn main() -> i32 {
             print!("{}", crate::spec::schema_json());
             Ok(0)
         }
-        Command::Init { command } => Ok(init_main(&command)),
     };
     match result {
         Ok(code) => code,
@@ -106,48 +99,34 @@ pub fn main() -> i32 {
 pub fn small_main(args: &[OsString]) -> i32 {
     #[cfg(target_os = "linux")]
     match args.first().and_then(|a| a.to_str()) {
-        Some("__hold") => return crate::linux::netns::hold_main(&args[1..]),
-        Some("__enter") => return crate::linux::netns::enter_main(&args[1..]),
+        Some(entry::HOLD) => return crate::linux::netns::hold_main(&args[1..]),
+        Some(entry::ENTER) => return crate::linux::netns::enter_main(&args[1..]),
         _ => {}
     }
     init_main(args)
 }
 
-/// The sandbox's PID 1: `__init [--own-pgrp] [--bridge PORT=SOCKET]… -- COMMAND [ARG…]`
-/// (arguments after `__init`).
+/// The sandbox's PID 1: the arguments after `__init` ([`entry::InitArgs`]).
 pub fn init_main(args: &[OsString]) -> i32 {
-    let mut rest = args;
-    let mut bridges = Vec::new();
-    let mut passed = Vec::new();
-    if rest.first().is_some_and(|a| a == "--own-pgrp") {
-        #[cfg(target_os = "linux")]
-        crate::linux::init::set_own_process_group(true);
-        rest = &rest[1..];
-    }
-    while let [flag, value, tail @ ..] = rest {
-        let list = match flag.to_str() {
-            Some("--bridge") => &mut bridges,
-            Some("--pass") => &mut passed,
-            _ => break,
-        };
-        match value.to_str().and_then(crate::bridge::BridgeSpec::parse) {
-            Some(b) => list.push(b),
-            None => {
-                eprintln!(
-                    "agent-sandbox: error: bad {} {value:?}",
-                    flag.to_string_lossy()
-                );
-                return EXIT_SETUP;
-            }
+    let entry::InitArgs {
+        own_pgrp,
+        pass,
+        bridges,
+        command,
+    } = match entry::InitArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("agent-sandbox: error: {e}");
+            return EXIT_SETUP;
         }
-        rest = tail;
-    }
-    if rest.first().is_some_and(|a| a == "--") {
-        rest = &rest[1..];
-    }
-    init_with(rest.to_vec(), move || {
+    };
+    #[cfg(target_os = "linux")]
+    crate::linux::init::set_own_process_group(own_pgrp);
+    #[cfg(not(target_os = "linux"))]
+    let _ = (own_pgrp, &pass);
+    init_with(command, move || {
         #[cfg(target_os = "linux")]
-        for p in &passed {
+        for p in &pass {
             // Fail closed: without its proxy port the sandbox would have no way out at all,
             // which is safe, but the command would fail in confusing ways; stop here instead.
             crate::bridge::pass_listeners(p).map_err(|e| {
@@ -176,7 +155,7 @@ pub fn one_line(e: &anyhow::Error) -> String {
 }
 
 /// Inside the sandbox, before the command starts: bind the loopback bridges.
-fn start_sandbox_bridges(bridges: &[crate::bridge::BridgeSpec]) -> anyhow::Result<()> {
+fn start_sandbox_bridges(bridges: &[entry::BridgeSpec]) -> anyhow::Result<()> {
     if bridges.is_empty() {
         return Ok(());
     }

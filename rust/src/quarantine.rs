@@ -778,9 +778,12 @@ pub fn at_start(cwd: &Path) -> Report {
 /// for that process (and so the sandbox) to be gone, then sweep and say what was found on
 /// stderr.
 pub fn sentinel_main(args: &[std::ffi::OsString]) -> i32 {
-    let Some(dir) = args.first().map(PathBuf::from) else {
-        eprintln!("agent-sandbox: error: __sweep needs the session directory");
-        return 125;
+    let dir = match crate::entry::SweepArgs::parse(args) {
+        Ok(a) => a.session_dir,
+        Err(e) => {
+            eprintln!("agent-sandbox: error: {e}");
+            return 125;
+        }
     };
     // The terminal's hangup or Ctrl-\ must not stop the sweep the launcher's death calls for.
     for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
@@ -978,8 +981,11 @@ impl Sentinel {
             crate::session::write_file(session_dir, SPEC_FILE, &json).map_err(io::Error::other)?;
         spec.since_nanos = ctime_nanos(&fs::metadata(file)?);
         let mut c = std::process::Command::new(exe);
-        c.arg("__sweep")
-            .arg(session_dir)
+        let line = crate::entry::SweepArgs {
+            session_dir: session_dir.to_path_buf(),
+        };
+        c.arg(crate::entry::SWEEP)
+            .args(line.to_args())
             .process_group(0)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null());

@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::entry::{self, BridgeSpec, InitArgs};
 use crate::plan::{BridgeTo, HOSTNAME, INIT_PATH, Mount, Network, Plan, Staging};
 
 /// One Linux launch of a plan: the facts decided at launch time, not by the planner.
@@ -133,23 +134,33 @@ pub fn argv(plan: &Plan, run: &LinuxRun) -> Vec<OsString> {
     a.push("--".into());
     a.push(INIT_PATH.into());
     if plan.init_is_helper {
-        a.push("__init".into());
+        a.push(entry::INIT.into());
     }
-    if run.own_process_group {
-        a.push("--own-pgrp".into());
-    }
+    a.extend(init_args(plan, run).to_args());
+    a
+}
+
+/// The init's command line.
+fn init_args(plan: &Plan, run: &LinuxRun) -> InitArgs {
+    let (mut pass, mut bridges) = (Vec::new(), Vec::new());
     for b in &plan.bridges {
         // The proxy's port: the init passes its listening sockets to the proxy. Host ports:
         // the init bridges each connection to the launcher's socket.
-        a.push(match b.to {
-            BridgeTo::Proxy => "--pass".into(),
-            BridgeTo::HostPort(_) => "--bridge".into(),
+        let list = match b.to {
+            BridgeTo::Proxy => &mut pass,
+            BridgeTo::HostPort(_) => &mut bridges,
+        };
+        list.push(BridgeSpec {
+            port: b.inside_port,
+            socket: b.inside_socket(),
         });
-        a.push(format!("{}={}", b.inside_port, b.inside_socket().display()).into());
     }
-    a.push("--".into());
-    a.extend(plan.command.iter().cloned());
-    a
+    InitArgs {
+        own_pgrp: run.own_process_group,
+        pass,
+        bridges,
+        command: plan.command.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -408,6 +419,51 @@ mod tests {
                 "--yolo",
                 "a b\n'c'",
             ]
+        );
+    }
+
+    /// The init's line in the argv is the one the init reads back: the launcher's writer and
+    /// the init's parser are one type (`entry::InitArgs`).
+    #[test]
+    fn the_init_reads_back_the_line_bwrap_is_given() {
+        let mut p = plan(Network::Filtered(BTreeMap::from([(
+            "example.com".to_string(),
+            None,
+        )])));
+        p.bridges = vec![
+            crate::plan::Bridge {
+                inside_port: 3128,
+                socket: "proxy.sock".into(),
+                to: BridgeTo::Proxy,
+            },
+            crate::plan::Bridge {
+                inside_port: 5432,
+                socket: "port-5432.sock".into(),
+                to: BridgeTo::HostPort(5432),
+            },
+        ];
+        let run = LinuxRun {
+            own_process_group: true,
+            ..LinuxRun::plain(&p)
+        };
+        let a = argv(&p, &run);
+        let i = a.iter().position(|x| x == INIT_PATH).unwrap();
+        assert_eq!(a[i + 1], entry::INIT);
+        let init = InitArgs::parse(&a[i + 2..]).unwrap();
+        assert_eq!(
+            init,
+            InitArgs {
+                own_pgrp: true,
+                pass: vec![BridgeSpec {
+                    port: 3128,
+                    socket: "/run/agent-sandbox/session/proxy.sock".into(),
+                }],
+                bridges: vec![BridgeSpec {
+                    port: 5432,
+                    socket: "/run/agent-sandbox/session/port-5432.sock".into(),
+                }],
+                command: p.command.clone(),
+            }
         );
     }
 

@@ -33,6 +33,7 @@ use nix::sched::{CloneFlags, setns, unshare};
 use nix::unistd::{ForkResult, Pid};
 
 use super::rtnl::{Prefix, RouteWatch};
+use crate::entry::{self, EnterArgs, HoldArgs, Namespace, PastaSpec, StageSpec};
 
 /// Holder protocol lines.
 const READY: &str = "ready";
@@ -150,86 +151,6 @@ pub fn pasta_args(
     a
 }
 
-/// Open mode's part of the holder's command line: which pasta, where it logs, and the DNS
-/// forwarding address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PastaSpec {
-    pub pasta: PathBuf,
-    pub log: PathBuf,
-    pub dns_forward: Option<String>,
-}
-
-/// The holder's command line: `__hold UID GID PASTA LOG DNS STAGE-DIR STAGE-LIST VIEW
-/// PREFIX…`, with `-` for what is not set. PASTA/LOG/DNS (open mode) run pasta and cut the
-/// PREFIXes off; STAGE-DIR STAGE-LIST VIEW name the directory to stage, the file listing its
-/// entries and where to build the view ([`super::stage`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HoldArgs {
-    pub uid: u32,
-    pub gid: u32,
-    pub net: Option<PastaSpec>,
-    /// Directory, list, view.
-    pub stage: Option<(PathBuf, PathBuf, PathBuf)>,
-    pub block: Vec<Prefix>,
-}
-
-const HOLD_USAGE: &str =
-    "usage: __hold UID GID PASTA|- LOG|- DNS|- STAGE-DIR|- STAGE-LIST|- VIEW|- PREFIX…";
-
-impl HoldArgs {
-    /// The arguments after `__hold`. Pure.
-    pub fn to_args(&self) -> Vec<OsString> {
-        let dash = || OsString::from("-");
-        let mut a: Vec<OsString> = vec![self.uid.to_string().into(), self.gid.to_string().into()];
-        match &self.net {
-            Some(n) => a.extend([
-                n.pasta.clone().into(),
-                n.log.clone().into(),
-                n.dns_forward.clone().map_or_else(dash, OsString::from),
-            ]),
-            None => a.extend([dash(), dash(), dash()]),
-        }
-        match &self.stage {
-            Some((dir, list, view)) => {
-                a.extend([dir.clone().into(), list.clone().into(), view.clone().into()])
-            }
-            None => a.extend([dash(), dash(), dash()]),
-        }
-        a.extend(self.block.iter().map(|p| p.to_string().into()));
-        a
-    }
-
-    /// The inverse of [`HoldArgs::to_args`]. Pure.
-    pub fn parse(args: &[OsString]) -> std::result::Result<HoldArgs, String> {
-        let [uid, gid, pasta, log, dns, dir, list, view, block @ ..] = args else {
-            return Err(HOLD_USAGE.into());
-        };
-        let num = |s: &OsString| {
-            s.to_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| format!("{s:?} is not a numeric id; {HOLD_USAGE}"))
-        };
-        let set = |s: &OsString| (s != "-").then(|| PathBuf::from(s));
-        let net = set(pasta).map(|pasta| PastaSpec {
-            pasta,
-            log: PathBuf::from(log),
-            dns_forward: (dns != "-").then(|| dns.to_string_lossy().into_owned()),
-        });
-        let stage = set(dir).map(|d| (d, PathBuf::from(list), PathBuf::from(view)));
-        let block = block
-            .iter()
-            .map(|p| p.to_string_lossy().parse::<Prefix>())
-            .collect::<std::result::Result<_, _>>()?;
-        Ok(HoldArgs {
-            uid: num(uid)?,
-            gid: num(gid)?,
-            net,
-            stage,
-            block,
-        })
-    }
-}
-
 /// The holder: a live process owning the sandbox's user and network namespaces (and pasta).
 pub struct Holder {
     child: Child,
@@ -316,7 +237,11 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> 
             std::fs::create_dir_all(&st.view).map_err(|e| {
                 NetnsError::Namespace(format!("cannot create {}: {e}", st.view.display()))
             })?;
-            Some((st.dir.clone(), list, st.view.clone()))
+            Some(StageSpec {
+                dir: st.dir.clone(),
+                list,
+                view: st.view.clone(),
+            })
         }
         None => None,
     };
@@ -328,7 +253,7 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> 
         block,
     };
     let mut cmd = Command::new(entry_exe);
-    cmd.arg("__hold")
+    cmd.arg(entry::HOLD)
         .args(args.to_args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -420,20 +345,22 @@ fn watch_host_routes(watch: &RouteWatch, stop: &OwnedFd, sink: &Weak<Mutex<Optio
 /// The argv prefix that runs a program inside the holder's namespaces: its user namespace
 /// and the ones named (`mnt` when it staged a closure, `net` in open mode).
 pub fn enter_prefix(entry_exe: &Path, holder_pid: u32, opts: &HolderOptions<'_>) -> Vec<OsString> {
-    let mut ns = vec!["user"];
+    let mut namespaces = vec![Namespace::User];
     if opts.stage.is_some() {
-        ns.push("mnt");
+        namespaces.push(Namespace::Mnt);
     }
     if opts.net {
-        ns.push("net");
+        namespaces.push(Namespace::Net);
     }
-    vec![
-        entry_exe.into(),
-        "__enter".into(),
-        holder_pid.to_string().into(),
-        ns.join(",").into(),
-        "--".into(),
-    ]
+    let line = EnterArgs {
+        holder_pid,
+        namespaces,
+        command: Vec::new(),
+    };
+    [entry_exe.into(), entry::ENTER.into()]
+        .into_iter()
+        .chain(line.to_args())
+        .collect()
 }
 
 fn write_proc(path: &str, contents: &str) -> std::result::Result<(), String> {
@@ -553,7 +480,7 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     };
     let a = match HoldArgs::parse(args) {
         Ok(a) => a,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     // Forked before unshare: pasta runs in the host's namespaces, as our child.
     let pasta = match &a.net {
@@ -586,7 +513,7 @@ pub fn hold_main(args: &[OsString]) -> i32 {
     if let Err(e) = maps {
         return fail(e);
     }
-    if let Some((dir, list, view)) = &a.stage {
+    if let Some(StageSpec { dir, list, view }) = &a.stage {
         let staged = std::fs::read(list)
             .map_err(|e| format!("cannot read the staging list {}: {e}", list.display()))
             .and_then(|bytes| super::stage::decode_names(&bytes))
@@ -668,26 +595,26 @@ pub fn hold_main(args: &[OsString]) -> i32 {
 /// from ours: the holder made it, and joining our own would run bwrap less confined than
 /// planned without a word.
 pub fn enter_main(args: &[OsString]) -> i32 {
-    let (pid, namespaces, rest) = match args {
-        [pid, ns, sep, rest @ ..] if sep == "--" && !rest.is_empty() => (pid, ns, rest),
-        _ => {
-            eprintln!("agent-sandbox: error: usage: __enter PID user[,mnt][,net] -- PROGRAM ARGS…");
+    let EnterArgs {
+        holder_pid: pid,
+        namespaces,
+        command: rest,
+    } = match EnterArgs::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("agent-sandbox: error: {e}");
             return 125;
         }
     };
-    let pid = pid.to_string_lossy();
     // Joining a mount namespace moves the working directory to its root: come back after.
     let cwd = std::env::current_dir().ok();
-    for ns in namespaces.to_string_lossy().split(',') {
+    for ns in namespaces {
         let flag = match ns {
-            "user" => CloneFlags::CLONE_NEWUSER,
-            "mnt" => CloneFlags::CLONE_NEWNS,
-            "net" => CloneFlags::CLONE_NEWNET,
-            other => {
-                eprintln!("agent-sandbox: error: __enter: unknown namespace {other:?}");
-                return 125;
-            }
+            Namespace::User => CloneFlags::CLONE_NEWUSER,
+            Namespace::Mnt => CloneFlags::CLONE_NEWNS,
+            Namespace::Net => CloneFlags::CLONE_NEWNET,
         };
+        let ns = ns.name();
         let path = format!("/proc/{pid}/ns/{ns}");
         let theirs = std::fs::read_link(&path).ok();
         if theirs.is_none() || theirs == std::fs::read_link(format!("/proc/self/ns/{ns}")).ok() {
@@ -762,6 +689,28 @@ mod tests {
         }
     }
 
+    /// The prefix and the program appended to it make the line `__enter` reads back.
+    #[test]
+    fn enter_prefix_and_a_program_parse_back() {
+        let opts = HolderOptions {
+            net: true,
+            dns_forward: None,
+            stage: None,
+            writable: &[],
+        };
+        let mut line = enter_prefix(Path::new("/x/agent-sandbox-init"), 42, &opts);
+        line.extend(["/usr/bin/bwrap".into(), "--die-with-parent".into()]);
+        assert_eq!(line[1], entry::ENTER);
+        assert_eq!(
+            EnterArgs::parse(&line[2..]).unwrap(),
+            EnterArgs {
+                holder_pid: 42,
+                namespaces: vec![Namespace::User, Namespace::Net],
+                command: vec!["/usr/bin/bwrap".into(), "--die-with-parent".into()],
+            }
+        );
+    }
+
     #[test]
     fn pasta_argv_exact() {
         let a = pasta_args(42, false, Path::new("/s/pasta.log"), 7, None);
@@ -796,76 +745,6 @@ mod tests {
         assert_eq!(r[d + 1], "169.254.1.53");
         let i = r.iter().position(|x| x == "--runas").unwrap();
         assert_eq!(r[i + 1], "0:0");
-    }
-
-    #[test]
-    fn hold_args_round_trip() {
-        let open = HoldArgs {
-            uid: 1000,
-            gid: 100,
-            net: Some(PastaSpec {
-                pasta: "/usr/bin/pasta".into(),
-                log: "/s/pasta.log".into(),
-                dns_forward: Some("169.254.1.53".into()),
-            }),
-            stage: None,
-            block: vec![
-                "192.0.2.0/24".parse().unwrap(),
-                "2001:db8::5".parse().unwrap(),
-            ],
-        };
-        let args = open.to_args();
-        let shown: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
-        assert_eq!(
-            shown,
-            [
-                "1000",
-                "100",
-                "/usr/bin/pasta",
-                "/s/pasta.log",
-                "169.254.1.53",
-                "-",
-                "-",
-                "-",
-                "192.0.2.0/24",
-                "2001:db8::5/128"
-            ]
-        );
-        assert_eq!(HoldArgs::parse(&args).unwrap(), open);
-        let staged = HoldArgs {
-            uid: 0,
-            gid: 0,
-            net: None,
-            stage: Some(("/nix/store".into(), "/s/list".into(), "/s/view".into())),
-            block: vec![],
-        };
-        assert_eq!(HoldArgs::parse(&staged.to_args()).unwrap(), staged);
-        let no_dns = HoldArgs {
-            net: Some(PastaSpec {
-                dns_forward: None,
-                ..open.net.clone().unwrap()
-            }),
-            ..open.clone()
-        };
-        assert_eq!(HoldArgs::parse(&no_dns.to_args()).unwrap(), no_dns);
-    }
-
-    #[test]
-    fn hold_args_refuse_what_they_cannot_read() {
-        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert!(
-            HoldArgs::parse(&os(&["1", "2"]))
-                .unwrap_err()
-                .contains("usage: __hold")
-        );
-        let bad_id = HoldArgs::parse(&os(&["x", "2", "-", "-", "-", "-", "-", "-"]));
-        assert!(bad_id.unwrap_err().contains("\"x\" is not a numeric id"));
-        let bad_prefix = HoldArgs::parse(&os(&["1", "2", "-", "-", "-", "-", "-", "-", "1.2.3/8"]));
-        assert!(
-            bad_prefix
-                .unwrap_err()
-                .contains("\"1.2.3/8\" is not an address prefix")
-        );
     }
 
     #[test]
