@@ -70,7 +70,7 @@ pub const PROXY_VARS: &[&str] = &[
 /// Upper bound on entries visited when scanning a declared directory for symlinks and sockets.
 pub const SCAN_LIMIT: usize = 200_000;
 
-/// One mount, in bwrap's vocabulary. Order in `Plan::mounts` is the order applied.
+/// One mount, in bwrap's vocabulary; `Plan::mounts` holds each with its [`Why`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mount {
     RoBind {
@@ -122,6 +122,69 @@ impl Mount {
             | Mount::Dev { dest }
             | Mount::Symlink { dest, .. } => dest,
         }
+    }
+}
+
+/// Why a mount is in the plan. The lowerings (the bwrap argv, the Seatbelt profile, later
+/// kernel layers) and the reports read this instead of inferring meaning from the order of
+/// the mounts or their paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Why {
+    /// Host-system mode: `/usr`, `/bin`… and the `/etc` entries programs need; closure mode:
+    /// the `/bin/sh` and `/usr/bin/env` links.
+    System,
+    /// A closure path (or, with allowNix, the whole store).
+    Closure,
+    /// allowNix: `/nix/var` and the daemon socket's directory.
+    NixDaemon,
+    /// `/proc`, `/dev` and the read-only `/proc/sys` binds.
+    Kernel,
+    /// The private `/tmp` and `/run`.
+    Scratch,
+    /// The empty `$HOME`.
+    Home,
+    /// Synthetic files from the session directory (`/etc/passwd`, `/etc/group`, the masks of
+    /// `/proc/cmdline` and the boot id, closure mode's hosts and nsswitch.conf).
+    Identity,
+    /// `/etc/resolv.conf`, as the network mode needs it.
+    Resolv,
+    /// The launch directory (or workspace), read-write.
+    Launch,
+    /// The repository root above the launch directory, read-only.
+    Repo,
+    /// A git directory the launch directory's repository uses.
+    GitDir,
+    /// A directory bound onto itself so that what lies below cannot be moved away (`protect`).
+    Pin,
+    /// Read-only inside a writable path: git's protected files, host programs' paths, paths
+    /// declared read-only there.
+    Protect,
+    /// A protected path created empty on the host so that the agent cannot create it.
+    Placeholder,
+    /// A declared path at its own place.
+    Declared,
+    /// A declared symlink's target shown at the link's place (or left to the link).
+    Alias,
+    /// The launcher's state directory where an exposed path shows it: masked.
+    StateMask,
+    /// A Unix socket found in a declared directory and not allowed: masked.
+    SocketMask,
+    /// The sandbox's PID 1.
+    Init,
+    /// The session's shared directory (bridge sockets, the CA bundle).
+    Session,
+}
+
+/// One mount of the plan and why it is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub mount: Mount,
+    pub why: Why,
+}
+
+impl Entry {
+    pub fn new(why: Why, mount: Mount) -> Self {
+        Entry { mount, why }
     }
 }
 
@@ -193,7 +256,9 @@ pub struct Plan {
     pub home: PathBuf,
     pub uid: u32,
     pub gid: u32,
-    pub mounts: Vec<Mount>,
+    /// In the order applied (shallow before deep: a bind hides what an earlier mount put below
+    /// its destination), each with why it is there.
+    pub mounts: Vec<Entry>,
     pub env: BTreeMap<String, String>,
     pub network: Network,
     /// Host loopback ports the sandbox may reach (sorted): `allowedLocalPorts`, or for `null`
@@ -227,16 +292,17 @@ pub struct Plan {
     pub held: BTreeMap<PathBuf, Held>,
     /// Files the launcher writes into the session directory before launch (name, contents).
     pub session_files: Vec<(String, String)>,
+    /// The private per-session directory those files are planned in (outside every bind).
+    pub session_dir: PathBuf,
+    /// allowNix: the daemon socket the sandbox may connect to.
+    pub nix_daemon_socket: Option<PathBuf>,
     pub warnings: Vec<String>,
 }
 
 impl Plan {
     /// Whether the session's shared directory (bridge sockets, trust bundle) is bound inside.
     pub fn shares_session_dir(&self) -> bool {
-        self.mounts.iter().any(|m| match m {
-            Mount::RoBind { dest, .. } => dest == Path::new(SESSION_MOUNT),
-            _ => false,
-        })
+        self.mounts.iter().any(|e| e.why == Why::Session)
     }
 
     /// Whether the sandbox trusts a bundle the launcher writes into the session's shared
@@ -249,7 +315,12 @@ impl Plan {
     /// The host paths the sandbox can write (the sources of its read-write binds), which
     /// outlive it: nothing the launcher runs or trusts may come from there.
     pub fn writable_sources(&self) -> Vec<PathBuf> {
-        writable_of(&self.mounts)
+        writable_of(self.mounts.iter().map(|e| &e.mount))
+    }
+
+    /// The mounts alone, in order (what a lowering without labels applies).
+    pub fn bare_mounts(&self) -> Vec<Mount> {
+        self.mounts.iter().map(|e| e.mount.clone()).collect()
     }
 
     /// Every bind as host paths with whether it is read-write: its destination (binds sit at
@@ -257,7 +328,7 @@ impl Plan {
     /// writes through it land).
     pub fn binds(&self) -> Vec<(PathBuf, bool)> {
         let mut out = Vec::new();
-        for m in &self.mounts {
+        for m in self.mounts.iter().map(|e| &e.mount) {
             let (src, dest, rw) = match m {
                 Mount::Bind { src, dest } => (src, dest, true),
                 Mount::RoBind { src, dest } => (src, dest, false),
@@ -275,7 +346,7 @@ impl Plan {
     /// The source of every read-write bind, in mount order (nested ones included: the git
     /// dirs and their pins inside the launch directory).
     pub fn rw_bind_sources(&self) -> impl Iterator<Item = &Path> {
-        rw_sources(&self.mounts)
+        rw_sources(self.mounts.iter().map(|e| &e.mount))
     }
 }
 
@@ -362,7 +433,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     });
 
     // --- system layer -------------------------------------------------------------
-    let mut system: Vec<Mount> = Vec::new();
+    let mut system: Vec<Entry> = Vec::new();
     let mut permitted_roots: Vec<PathBuf> = Vec::new();
     let mut closure_paths: Vec<PathBuf> = Vec::new();
     let path_var;
@@ -374,17 +445,23 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                     Ok(m) if m.file_type().is_symlink() => {
                         // Merged-/usr hosts: keep /bin -> usr/bin a symlink, as on the host.
                         if let Ok(t) = std::fs::read_link(p) {
-                            system.push(Mount::Symlink {
-                                target: t,
-                                dest: p.into(),
-                            });
+                            system.push(Entry::new(
+                                Why::System,
+                                Mount::Symlink {
+                                    target: t,
+                                    dest: p.into(),
+                                },
+                            ));
                         }
                     }
                     Ok(m) if m.is_dir() => {
-                        system.push(Mount::RoBind {
-                            src: p.into(),
-                            dest: p.into(),
-                        });
+                        system.push(Entry::new(
+                            Why::System,
+                            Mount::RoBind {
+                                src: p.into(),
+                                dest: p.into(),
+                            },
+                        ));
                         permitted_roots.push(p.into());
                     }
                     _ => {}
@@ -396,10 +473,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                 if *entry == "/etc/resolv.conf" || !p.exists() {
                     continue;
                 }
-                system.push(Mount::RoBind {
-                    src: p.into(),
-                    dest: p.into(),
-                });
+                system.push(Entry::new(
+                    Why::System,
+                    Mount::RoBind {
+                        src: p.into(),
+                        dest: p.into(),
+                    },
+                ));
             }
             path_var = spec
                 .path
@@ -415,10 +495,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                     missing.push(p.display().to_string());
                     continue;
                 }
-                system.push(Mount::RoBind {
-                    src: p.clone(),
-                    dest: p.clone(),
-                });
+                system.push(Entry::new(
+                    Why::Closure,
+                    Mount::RoBind {
+                        src: p.clone(),
+                        dest: p.clone(),
+                    },
+                ));
                 closure_paths.push(p.clone());
                 permitted_roots.push(p);
             }
@@ -439,10 +522,10 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                     .map(|d| Path::new(d).join(want))
                     .find(|c| c.exists())
                 {
-                    Some(found) => system.push(Mount::Symlink {
+                    Some(found) => system.push(Entry::new(Why::System, Mount::Symlink {
                         target: found,
                         dest: dest.into(),
-                    }),
+                    })),
                     None => warnings.push(format!(
                         "no `{want}` on the sandbox PATH, so {dest} does not exist inside; add bash/coreutils to allowedPackages"
                     )),
@@ -453,6 +536,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
 
     // --- allowNix ----------------------------------------------------------------------
     let mut nix_env: Vec<(String, String)> = Vec::new();
+    let mut nix_daemon_socket = None;
     if spec.allow_nix {
         let store = Path::new("/nix/store");
         let socket = host.nix.socket.clone();
@@ -468,25 +552,36 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             )));
         }
         // The whole store, read-only, replaces the per-path closure binds.
-        system.retain(|m| !matches!(m, Mount::RoBind { dest, .. } if dest.starts_with(store)));
-        system.push(Mount::RoBind {
-            src: store.into(),
-            dest: store.into(),
-        });
+        system
+            .retain(|e| !matches!(&e.mount, Mount::RoBind { dest, .. } if dest.starts_with(store)));
+        system.push(Entry::new(
+            Why::Closure,
+            Mount::RoBind {
+                src: store.into(),
+                dest: store.into(),
+            },
+        ));
         permitted_roots.push(store.into());
         // /nix/var holds the daemon socket (connecting works on a read-only mount).
-        system.push(Mount::RoBind {
-            src: "/nix/var".into(),
-            dest: "/nix/var".into(),
-        });
+        system.push(Entry::new(
+            Why::NixDaemon,
+            Mount::RoBind {
+                src: "/nix/var".into(),
+                dest: "/nix/var".into(),
+            },
+        ));
         let socket_dir = Path::new(&socket).parent().unwrap_or(Path::new("/"));
         if !socket_dir.starts_with("/nix/var") {
-            system.push(Mount::RoBind {
-                src: socket_dir.into(),
-                dest: socket_dir.into(),
-            });
+            system.push(Entry::new(
+                Why::NixDaemon,
+                Mount::RoBind {
+                    src: socket_dir.into(),
+                    dest: socket_dir.into(),
+                },
+            ));
         }
         nix_env.push(("NIX_REMOTE".into(), "daemon".into()));
+        nix_daemon_socket = Some(PathBuf::from(&socket));
         nix_env.push(("NIX_DAEMON_SOCKET_PATH".into(), socket));
         if spec.allowed_domains.is_some() {
             warnings.push(
@@ -608,7 +703,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             }
         }
     }
-    let view = View::of(&system, &store_entries, host, &repo_root, &git_rw, &git_ro);
+    let view = View::of(
+        system.iter().map(|e| &e.mount),
+        &store_entries,
+        host,
+        &repo_root,
+        &git_rw,
+        &git_ro,
+    );
     for (d, placed) in place_declared(resolved, view) {
         let Placed {
             src,
@@ -675,10 +777,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     // there, so they are bound by path.
     for entry in store_entries {
         if !permitted.contains(&entry) {
-            system.push(Mount::RoBind {
-                src: entry.clone(),
-                dest: entry.clone(),
-            });
+            system.push(Entry::new(
+                Why::Closure,
+                Mount::RoBind {
+                    src: entry.clone(),
+                    dest: entry.clone(),
+                },
+            ));
             closure_paths.push(entry);
         }
     }
@@ -732,20 +837,22 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     // --- assemble, shallow before deep ------------------------------------------------
     // Each bind hides what an earlier mount put below its destination, so mounts are
     // ordered by depth; for the same destination the most protective entry wins.
-    let mut layered: Vec<(u8, Mount)> = Vec::new(); // (priority, mount)
+    let mut layered: Vec<(u8, Mount, Why)> = Vec::new(); // (priority, mount, why)
     let tmp = PathBuf::from("/tmp");
-    layered.push((0, Mount::Tmpfs { dest: tmp }));
+    layered.push((0, Mount::Tmpfs { dest: tmp }, Why::Scratch));
     layered.push((
         0,
         Mount::Tmpfs {
             dest: "/run".into(),
         },
+        Why::Scratch,
     ));
     layered.push((
         0,
         Mount::Tmpfs {
             dest: host.home.clone(),
         },
+        Why::Home,
     ));
     if let Some(root) = &repo_root {
         if root != &host.cwd {
@@ -755,6 +862,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                     src: root.clone(),
                     dest: root.clone(),
                 },
+                Why::Repo,
             ));
         }
     }
@@ -764,6 +872,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             src: host.cwd.clone(),
             dest: host.cwd.clone(),
         },
+        Why::Launch,
     ));
     // A git dir or pin inside a path declared read-only stays read-only: a pin grants only
     // what was writable anyway (regression: `--ro src` with `core.hooksPath = src/hooks`
@@ -780,7 +889,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         } else {
             Mount::Bind { src, dest }
         };
-        layered.push((3, m));
+        layered.push((3, m, Why::GitDir));
     }
     for p in &git_ro {
         layered.push((
@@ -789,6 +898,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                 src: p.clone(),
                 dest: p.clone(),
             },
+            Why::Protect,
         ));
     }
     for (p, _) in &placeholders {
@@ -798,6 +908,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                 src: p.clone(),
                 dest: p.clone(),
             },
+            Why::Placeholder,
         ));
     }
     // Declared paths at their own place first; aliases (declared links) after, since their
@@ -811,7 +922,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         } else {
             Mount::RoBind { src, dest }
         };
-        layered.push((if rw { 2 } else { 1 }, m));
+        layered.push((if rw { 2 } else { 1 }, m, Why::Declared));
     }
     for UserMount {
         src,
@@ -822,7 +933,8 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     {
         let exposed: Vec<&Mount> = system
             .iter()
-            .chain(layered.iter().map(|(_, m)| m))
+            .map(|e| &e.mount)
+            .chain(layered.iter().map(|(_, m, _)| m))
             .collect();
         if let Some(left) = left_link {
             // The link itself resolves inside to `src`, exposed already: at most its mode
@@ -836,7 +948,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                     .map(|hop| left_link_dangles(&left.declared, &hop, &src)),
             );
             if !rw && holder_rw {
-                layered.push((1, Mount::RoBind { src, dest }));
+                layered.push((1, Mount::RoBind { src, dest }, Why::Alias));
             }
             continue;
         }
@@ -853,7 +965,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         } else {
             Mount::RoBind { src, dest }
         };
-        layered.push((if writable { 2 } else { 1 }, m));
+        layered.push((if writable { 2 } else { 1 }, m, Why::Alias));
     }
     let exempt: Vec<PathBuf> = spec
         .rw_host_config
@@ -868,7 +980,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     layered.extend(
         state_masks
             .into_iter()
-            .map(|dest| (5, Mount::Mask { dest })),
+            .map(|dest| (5, Mount::Mask { dest }, Why::StateMask)),
     );
     warnings.extend(crate::protect::warning(&protected.kept));
     let kept_ro: Vec<PathBuf> = protected.kept.iter().map(|k| k.path.clone()).collect();
@@ -881,7 +993,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     );
     placeholders.extend(protected.settled.placeholders);
     let mut by_dest: BTreeMap<PathBuf, (u8, usize)> = BTreeMap::new();
-    for (i, (prio, m)) in layered.iter().enumerate() {
+    for (i, (prio, m, _)) in layered.iter().enumerate() {
         let e = by_dest.entry(m.dest().to_path_buf()).or_insert((*prio, i));
         if *prio >= e.0 {
             *e = (*prio, i);
@@ -894,32 +1006,47 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     keep.sort();
 
     let mut mounts = system;
-    mounts.push(Mount::Proc {
-        dest: "/proc".into(),
-    });
+    mounts.push(Entry::new(
+        Why::Kernel,
+        Mount::Proc {
+            dest: "/proc".into(),
+        },
+    ));
     // Fail closed on kernel settings: bwrap 0.8 means to remount /proc/sys read-only but skips
     // it (its write probe on the directory always fails), and launched by root the sandbox
     // user passes /proc/sys's uid check, so core_pattern & co. would be writable: host root.
     for p in ["/proc/sys", "/proc/sysrq-trigger"] {
         if Path::new(p).exists() {
-            mounts.push(Mount::RoBind {
-                src: p.into(),
-                dest: p.into(),
-            });
+            mounts.push(Entry::new(
+                Why::Kernel,
+                Mount::RoBind {
+                    src: p.into(),
+                    dest: p.into(),
+                },
+            ));
         }
     }
-    mounts.push(Mount::Dev {
-        dest: "/dev".into(),
-    });
+    mounts.push(Entry::new(
+        Why::Kernel,
+        Mount::Dev {
+            dest: "/dev".into(),
+        },
+    ));
     // Synthetic identity files: one line, no host user names.
-    mounts.push(Mount::RoBind {
-        src: host.session_dir.join("passwd"),
-        dest: "/etc/passwd".into(),
-    });
-    mounts.push(Mount::RoBind {
-        src: host.session_dir.join("group"),
-        dest: "/etc/group".into(),
-    });
+    mounts.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("passwd"),
+            dest: "/etc/passwd".into(),
+        },
+    ));
+    mounts.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("group"),
+            dest: "/etc/group".into(),
+        },
+    ));
     let mut session_files = vec![
         (
             "passwd".to_string(),
@@ -939,22 +1066,31 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         ));
         session_files.push(("nsswitch.conf".into(), "hosts: files dns\n".into()));
         for f in ["hosts", "nsswitch.conf"] {
-            mounts.push(Mount::RoBind {
-                src: host.session_dir.join(f),
-                dest: Path::new("/etc").join(f),
-            });
+            mounts.push(Entry::new(
+                Why::Identity,
+                Mount::RoBind {
+                    src: host.session_dir.join(f),
+                    dest: Path::new("/etc").join(f),
+                },
+            ));
         }
     }
     // The kernel command line and boot id identify the host; mask them.
     // An empty regular file, not /dev/null: device nodes are unreadable on bwrap's nodev binds.
-    mounts.push(Mount::RoBind {
-        src: host.session_dir.join("empty"),
-        dest: "/proc/cmdline".into(),
-    });
-    mounts.push(Mount::RoBind {
-        src: host.session_dir.join("boot_id"),
-        dest: "/proc/sys/kernel/random/boot_id".into(),
-    });
+    mounts.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("empty"),
+            dest: "/proc/cmdline".into(),
+        },
+    ));
+    mounts.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("boot_id"),
+            dest: "/proc/sys/kernel/random/boot_id".into(),
+        },
+    ));
     session_files.push(("empty".into(), String::new()));
     session_files.push((
         "boot_id".into(),
@@ -977,24 +1113,33 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
                         resolv_options(&host_resolv)
                     ),
                 ));
-                mounts.push(Mount::RoBind {
-                    src: host.session_dir.join("resolv.conf"),
-                    dest: "/etc/resolv.conf".into(),
-                });
+                mounts.push(Entry::new(
+                    Why::Resolv,
+                    Mount::RoBind {
+                        src: host.session_dir.join("resolv.conf"),
+                        dest: "/etc/resolv.conf".into(),
+                    },
+                ));
             } else if host.resolv_conf.is_some() {
-                mounts.push(Mount::RoBind {
-                    src: "/etc/resolv.conf".into(),
-                    dest: "/etc/resolv.conf".into(),
-                });
+                mounts.push(Entry::new(
+                    Why::Resolv,
+                    Mount::RoBind {
+                        src: "/etc/resolv.conf".into(),
+                        dest: "/etc/resolv.conf".into(),
+                    },
+                ));
             }
         }
         Network::Blocked | Network::Filtered(_) => {
             // No DNS inside: the proxy (if any) resolves names after its policy check.
             session_files.push(("resolv.conf".into(), String::new()));
-            mounts.push(Mount::RoBind {
-                src: host.session_dir.join("resolv.conf"),
-                dest: "/etc/resolv.conf".into(),
-            });
+            mounts.push(Entry::new(
+                Why::Resolv,
+                Mount::RoBind {
+                    src: host.session_dir.join("resolv.conf"),
+                    dest: "/etc/resolv.conf".into(),
+                },
+            ));
         }
     }
 
@@ -1012,32 +1157,39 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         }
     }
     for (_, i) in keep {
-        mounts.push(layered[i].1.clone());
+        mounts.push(Entry::new(layered[i].2, layered[i].1.clone()));
     }
     // After every declared bind, so each mask lies on top of the bind that shows its socket.
     for dest in masked {
-        mounts.push(Mount::RoBind {
-            src: host.session_dir.join("empty"),
-            dest,
-        });
+        mounts.push(Entry::new(
+            Why::SocketMask,
+            Mount::RoBind {
+                src: host.session_dir.join("empty"),
+                dest,
+            },
+        ));
     }
     // The caller's PATH directories the sandbox can still write (a project's `.venv/bin`).
-    let risky: Vec<(PathBuf, PathBuf)> =
-        crate::tools::writable_path_entries(&host.caller_path, &writable_of(&mounts), |p| {
-            std::fs::canonicalize(p).ok()
-        })
-        .into_iter()
-        .filter(|(e, _)| {
-            let c = crate::session::canonical_lenient(e);
-            !(e.is_absolute() && kept_ro.iter().any(|k| c.starts_with(k)))
-        })
-        .collect();
+    let risky: Vec<(PathBuf, PathBuf)> = crate::tools::writable_path_entries(
+        &host.caller_path,
+        &writable_of(mounts.iter().map(|e| &e.mount)),
+        |p| std::fs::canonicalize(p).ok(),
+    )
+    .into_iter()
+    .filter(|(e, _)| {
+        let c = crate::session::canonical_lenient(e);
+        !(e.is_absolute() && kept_ro.iter().any(|k| c.starts_with(k)))
+    })
+    .collect();
     warnings.extend(crate::tools::path_warning(&risky));
     let entry_exe = host.init_exe.as_ref().unwrap_or(&host.helper_exe).clone();
-    mounts.push(Mount::RoBind {
-        src: entry_exe.clone(),
-        dest: INIT_PATH.into(),
-    });
+    mounts.push(Entry::new(
+        Why::Init,
+        Mount::RoBind {
+            src: entry_exe.clone(),
+            dest: INIT_PATH.into(),
+        },
+    ));
 
     // --- environment ----------------------------------------------------------------------
     let mut env = BTreeMap::new();
@@ -1124,10 +1276,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         });
     }
     if !bridges.is_empty() || session_bundle {
-        mounts.push(Mount::RoBind {
-            src: host.session_dir.join(SESSION_SHARED_DIR),
-            dest: SESSION_MOUNT.into(),
-        });
+        mounts.push(Entry::new(
+            Why::Session,
+            Mount::RoBind {
+                src: host.session_dir.join(SESSION_SHARED_DIR),
+                dest: SESSION_MOUNT.into(),
+            },
+        ));
     }
 
     Ok(Plan {
@@ -1151,6 +1306,8 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         guard,
         placeholders,
         session_files,
+        session_dir: host.session_dir.clone(),
+        nix_daemon_socket,
         held,
         warnings,
     })
@@ -1341,13 +1498,13 @@ fn protect_paths(
     host: &HostContext,
     git_rw: &[PathBuf],
     exempt: &[PathBuf],
-    layered: &mut Vec<(u8, Mount)>,
+    layered: &mut Vec<(u8, Mount, Why)>,
     held: &mut BTreeMap<PathBuf, Held>,
 ) -> Result<crate::protect::Protected> {
     use crate::protect::{Node, Request};
     // Each destination's mount as `by_dest` will pick it: the highest priority, the last.
     let mut effective: BTreeMap<&Path, (u8, &Mount)> = BTreeMap::new();
-    for (prio, m) in layered.iter() {
+    for (prio, m, _) in layered.iter() {
         let e = effective.entry(m.dest()).or_insert((*prio, m));
         if *prio >= e.0 {
             *e = (*prio, m);
@@ -1430,9 +1587,9 @@ fn protect_paths(
         held.insert(p.clone(), held_from(&meta));
         let (src, dest) = (p.clone(), dest_of(p));
         layered.push(if rw {
-            (3, Mount::Bind { src, dest })
+            (3, Mount::Bind { src, dest }, Why::Pin)
         } else {
-            (4, Mount::RoBind { src, dest })
+            (4, Mount::RoBind { src, dest }, Why::Protect)
         });
     }
     for p in &protected.made {
@@ -1444,7 +1601,7 @@ fn protect_paths(
             },
         );
         let (src, dest) = (p.clone(), dest_of(p));
-        layered.push((3, Mount::Bind { src, dest }));
+        layered.push((3, Mount::Bind { src, dest }, Why::Pin));
     }
     for (p, kind) in &s.placeholders {
         let dir = *kind == PlaceholderKind::Dir;
@@ -1455,6 +1612,7 @@ fn protect_paths(
                 src: p.clone(),
                 dest: dest_of(p),
             },
+            Why::Placeholder,
         ));
     }
     Ok(protected)
@@ -1464,12 +1622,12 @@ fn protect_paths(
 /// parent: every session's logs and sweep specs, this session's own files, which the launcher
 /// reads back after the sandbox exits): each place gets an empty read-only mask. A bind at or
 /// inside the state directory is refused.
-fn state_dir_masks(host: &HostContext, layered: &[(u8, Mount)]) -> Result<Vec<PathBuf>> {
+fn state_dir_masks(host: &HostContext, layered: &[(u8, Mount, Why)]) -> Result<Vec<PathBuf>> {
     let Some(state) = host.session_dir.parent() else {
         return Ok(Vec::new());
     };
     let mut masks = std::collections::BTreeSet::new();
-    for (_, m) in layered {
+    for (_, m, _) in layered {
         let (Mount::Bind { src, dest } | Mount::RoBind { src, dest }) = m else {
             continue;
         };
@@ -1535,8 +1693,8 @@ struct View {
 }
 
 impl View {
-    fn of(
-        system: &[Mount],
+    fn of<'a>(
+        system: impl IntoIterator<Item = &'a Mount>,
         store: &std::collections::BTreeSet<PathBuf>,
         host: &HostContext,
         repo_root: &Option<PathBuf>,
@@ -1684,7 +1842,7 @@ fn left_link_dangles(declared: &Path, hop: &Path, target: &Path) -> String {
 }
 
 /// The host paths the sandbox can write: the sources of the read-write binds.
-fn writable_of(mounts: &[Mount]) -> Vec<PathBuf> {
+fn writable_of<'a>(mounts: impl IntoIterator<Item = &'a Mount>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for src in rw_sources(mounts) {
         if !out.iter().any(|w| src.starts_with(w)) {
@@ -1694,8 +1852,8 @@ fn writable_of(mounts: &[Mount]) -> Vec<PathBuf> {
     out
 }
 
-fn rw_sources(mounts: &[Mount]) -> impl Iterator<Item = &Path> {
-    mounts.iter().filter_map(|m| match m {
+fn rw_sources<'a>(mounts: impl IntoIterator<Item = &'a Mount>) -> impl Iterator<Item = &'a Path> {
+    mounts.into_iter().filter_map(|m| match m {
         Mount::Bind { src, .. } | Mount::BindFd { src, rw: true, .. } => Some(src.as_path()),
         _ => None,
     })
@@ -1879,6 +2037,7 @@ mod tests {
     fn mounts_under<'a>(plan: &'a Plan, under: &Path) -> Vec<&'a Mount> {
         plan.mounts
             .iter()
+            .map(|e| &e.mount)
             .filter(|m| m.dest().starts_with(under))
             .collect()
     }

@@ -31,7 +31,7 @@ impl LinuxRun {
     /// The plan as planned: nothing shared, staged or held (dry runs of tests, benchmarks).
     pub fn plain(plan: &Plan) -> Self {
         LinuxRun {
-            mounts: plan.mounts.clone(),
+            mounts: plan.bare_mounts(),
             identity: None,
             staging: None,
             own_process_group: false,
@@ -47,7 +47,7 @@ impl LinuxRun {
         view: &Path,
         own_process_group: bool,
     ) -> Self {
-        let mut mounts = plan.mounts.clone();
+        let mut mounts = plan.bare_mounts();
         let identity = crate::plan::share_identity_files(plan, &mut mounts, base, session_dir);
         let staging = crate::plan::stage_closure(plan, &mut mounts, view);
         LinuxRun {
@@ -166,9 +166,14 @@ fn init_args(plan: &Plan, run: &LinuxRun) -> InitArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::LaunchGuard;
+    use crate::plan::{Entry, LaunchGuard, Why};
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
+
+    /// A mount of a test plan: the lowering does not read the label.
+    fn decl(m: Mount) -> Entry {
+        Entry::new(Why::Declared, m)
+    }
 
     fn plain_argv(p: &Plan) -> Vec<OsString> {
         argv(p, &LinuxRun::plain(p))
@@ -212,7 +217,10 @@ mod tests {
                     src: "/home/u/my proj".into(),
                     dest: "/home/u/my proj".into(),
                 },
-            ],
+            ]
+            .into_iter()
+            .map(decl)
+            .collect(),
             env: BTreeMap::from([
                 ("HOME".to_string(), "/home/u".to_string()),
                 ("PATH".to_string(), "/nix/store/abc-bash/bin".to_string()),
@@ -230,6 +238,8 @@ mod tests {
             placeholders: vec![],
             held: BTreeMap::new(),
             session_files: vec![],
+            session_dir: "/s".into(),
+            nix_daemon_socket: None,
             warnings: vec![],
         }
     }
@@ -242,9 +252,9 @@ mod tests {
     #[test]
     fn a_mask_is_a_read_only_tmpfs() {
         let mut p = plan(Network::Open);
-        p.mounts.push(Mount::Mask {
+        p.mounts.push(decl(Mount::Mask {
             dest: "/home/u/my proj/.state".into(),
-        });
+        }));
         let a = plain_argv(&p);
         let s = strs(&a);
         let at = s.iter().position(|x| *x == "--remount-ro").unwrap();
@@ -318,18 +328,19 @@ mod tests {
     #[test]
     fn exact_argv_binds_by_descriptor() {
         let mut p = plan(Network::Open);
-        p.mounts.push(Mount::RoBind {
+        p.mounts.push(decl(Mount::RoBind {
             src: "/home/u/my proj/.git/hooks".into(),
             dest: "/home/u/my proj/.git/hooks".into(),
-        });
-        p.mounts.push(Mount::RoBind {
+        }));
+        p.mounts.push(decl(Mount::RoBind {
             src: "/home/u/real settings.json".into(),
             dest: "/home/u/.claude/settings.json".into(),
-        });
-        for (m, fd) in p.mounts[5..].iter_mut().zip([3, 4, 5]) {
+        }));
+        let mut run = LinuxRun::plain(&p);
+        for (m, fd) in run.mounts[5..].iter_mut().zip([3, 4, 5]) {
             crate::linux::pathfd::rewrite(m, fd);
         }
-        let a = plain_argv(&p);
+        let a = argv(&p, &run);
         let i = a.iter().position(|x| x == "--as-pid-1").unwrap();
         let j = a.iter().position(|x| x == "--chdir").unwrap();
         assert_eq!(
@@ -480,7 +491,7 @@ mod tests {
                 dest: q.clone(),
             })
             .collect();
-        p.mounts.splice(1..1, extra);
+        p.mounts.splice(1..1, extra.into_iter().map(decl));
         paths.push("/lib".into());
         p.closure = paths;
         p
@@ -492,10 +503,10 @@ mod tests {
         let mut p = closure_plan(n);
         // Sources in the store outside the closure (a helper installed there) stay as they
         // are: the holder leaves the real store in place.
-        p.mounts.push(Mount::RoBind {
+        p.mounts.push(decl(Mount::RoBind {
             src: "/nix/store/zzz-agent-sandbox/bin/agent-sandbox-init".into(),
             dest: INIT_PATH.into(),
-        });
+        }));
         let (staging, run) = staged(&p, Path::new("/s/store-view"));
         let staging = staging.expect("staged");
         assert_eq!(staging.dir, PathBuf::from("/nix/store"));
@@ -508,10 +519,10 @@ mod tests {
         twice.closure.push("/nix/store/h001-pkg".into());
         twice.mounts.insert(
             0,
-            Mount::RoBind {
+            decl(Mount::RoBind {
                 src: "/nix/store/h001-pkg".into(),
                 dest: "/nix/store/h001-pkg".into(),
-            },
+            }),
         );
         let (st, twice_run) = staged(&twice, Path::new("/s/store-view"));
         assert_eq!(st.unwrap().names.len(), n);
@@ -571,21 +582,22 @@ mod tests {
             },
         ] {
             let mut foreign = closure_plan(40);
-            foreign.mounts.push(extra);
+            foreign.mounts.push(decl(extra));
             let (st, run) = staged(&foreign, view);
             assert_eq!(st, None);
             assert_eq!(run, LinuxRun::plain(&foreign));
         }
         // allowNix: the whole store is bound instead of the closure paths.
         let mut nix = closure_plan(40);
-        nix.mounts
-            .retain(|m| !matches!(m, Mount::RoBind { dest, .. } if dest.starts_with("/nix/store")));
+        nix.mounts.retain(
+            |e| !matches!(&e.mount, Mount::RoBind { dest, .. } if dest.starts_with("/nix/store")),
+        );
         nix.mounts.insert(
             0,
-            Mount::RoBind {
+            decl(Mount::RoBind {
                 src: "/nix/store".into(),
                 dest: "/nix/store".into(),
-            },
+            }),
         );
         assert_eq!(staged(&nix, view).0, None);
     }

@@ -52,7 +52,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::plan::{BridgeTo, INIT_PATH, Mount, Network, Plan, SESSION_MOUNT};
+use crate::plan::{BridgeTo, Entry, Mount, Network, Plan, SESSION_MOUNT, Why};
 use crate::report::{escape_controls, quote_all, shown_env_value};
 
 /// Always by absolute path: a `sandbox-exec` earlier on `PATH` would be trusted with the policy.
@@ -229,82 +229,85 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// Derives what Seatbelt needs from the mounts. The plan does not label its mounts, so this
-/// relies on how `plan::build` orders them (documented there): the system layer comes before
-/// the first `Proc`; the synthetic Linux files (`/etc/passwd`, `/proc/cmdline`, …) are read-only
-/// binds of files in the session directory, which the `/etc/passwd` bind reveals.
+/// Derives what Seatbelt needs from the plan's labelled mounts ([`Why`]): the system layer
+/// becomes executable roots (or read-only data), the Linux plumbing (kernel filesystems,
+/// synthetic identity files, resolv.conf, the init) is left out, the empty `$HOME` and the
+/// private `/tmp` become per-session directories, and every exposed path keeps its mode.
 fn layout(plan: &Plan) -> Layout {
-    let mut l = Layout::default();
-    let home = canonical(&plan.home);
-    let system_len = plan
-        .mounts
-        .iter()
-        .position(|m| matches!(m, Mount::Proc { .. }))
-        .unwrap_or(0);
-    l.session_dir = plan.mounts.iter().find_map(|m| match m {
-        Mount::RoBind { src, dest }
-            if dest == Path::new("/etc/passwd") && src.file_name() == Some("passwd".as_ref()) =>
-        {
-            src.parent().map(Path::to_path_buf)
-        }
-        _ => None,
-    });
-    // allowNix: the plan sets these and binds the socket's directory read-only.
-    if plan.env.get("NIX_REMOTE").map(String::as_str) == Some("daemon") {
-        l.nix_daemon_socket = plan
-            .env
-            .get("NIX_DAEMON_SOCKET_PATH")
-            .map(|s| canonical(Path::new(s)));
-    }
-    let socket_dir = l.nix_daemon_socket.as_deref().and_then(Path::parent);
-    for m in &plan.mounts[..system_len] {
-        // Symlinks (`/bin/sh` → store, merged /usr) are not recreated: macOS's own are used.
-        if let Mount::RoBind { src, .. } = m {
-            let p = canonical(src);
-            if p.starts_with("/private/etc")
-                || p.starts_with("/nix/var")
-                || Some(p.as_path()) == socket_dir
-            {
-                l.system_ro.push(p);
-            } else {
-                l.host_system |= p == Path::new("/usr");
-                l.exec_roots.push(p);
-            }
-        }
-    }
+    let mut l = Layout {
+        session_dir: Some(plan.session_dir.clone()),
+        nix_daemon_socket: plan.nix_daemon_socket.as_deref().map(canonical),
+        ..Layout::default()
+    };
+    let socket_dir = l.nix_daemon_socket.clone();
+    let socket_dir = socket_dir.as_deref().and_then(Path::parent);
     let mut direct = Vec::new();
-    for m in &plan.mounts[system_len..] {
+    for Entry { mount: m, why } in &plan.mounts {
+        match why {
+            Why::System | Why::Closure | Why::NixDaemon => {
+                // Symlinks (`/bin/sh` → store, merged /usr) are not recreated: macOS's own
+                // are used.
+                if let Mount::RoBind { src, .. } = m {
+                    let p = canonical(src);
+                    if *why == Why::NixDaemon
+                        || p.starts_with("/private/etc")
+                        || p.starts_with("/nix/var")
+                        || Some(p.as_path()) == socket_dir
+                    {
+                        l.system_ro.push(p);
+                    } else {
+                        l.host_system |= p == Path::new("/usr");
+                        l.exec_roots.push(p);
+                    }
+                }
+                continue;
+            }
+            // Linux plumbing: macOS has its own /proc-less kernel view, users and resolver;
+            // the init is Linux's; masked sockets cannot be bound over on macOS.
+            Why::Kernel | Why::Identity | Why::Resolv | Why::Init | Why::SocketMask => continue,
+            // /tmp and /run: replaced by the private TMPDIR (macOS has no /run).
+            Why::Scratch => continue,
+            Why::Home => {
+                l.ephemeral_home = true;
+                continue;
+            }
+            Why::Session => {
+                if let Mount::RoBind { src, .. } = m {
+                    l.session_shared = Some(canonical(src));
+                }
+                continue;
+            }
+            Why::StateMask => {
+                l.masked.push(canonical(m.dest()));
+                continue;
+            }
+            Why::Launch
+            | Why::Repo
+            | Why::GitDir
+            | Why::Pin
+            | Why::Protect
+            | Why::Placeholder
+            | Why::Declared
+            | Why::Alias => {}
+        }
         let (src, dest, mode) = match m {
-            Mount::Tmpfs { dest } => {
-                // /tmp and /run: replaced by the private TMPDIR (macOS has no /run).
-                l.ephemeral_home |= canonical(dest) == home;
-                continue;
-            }
-            Mount::Proc { .. } | Mount::Dev { .. } | Mount::Symlink { .. } => continue,
-            Mount::Mask { dest } => {
-                l.masked.push(canonical(dest));
-                continue;
-            }
             Mount::RoBind { src, dest } => (src, dest, Mode::Ro),
             Mount::Bind { src, dest } => (src, dest, Mode::Rw),
             // Linux binds these by descriptor; Seatbelt rules name paths either way.
             Mount::BindFd { src, dest, rw, .. } => {
                 (src, dest, if *rw { Mode::Rw } else { Mode::Ro })
             }
+            Mount::Mask { dest } => {
+                l.masked.push(canonical(dest));
+                continue;
+            }
+            Mount::Tmpfs { .. }
+            | Mount::Proc { .. }
+            | Mount::Dev { .. }
+            | Mount::Symlink { .. } => {
+                continue;
+            }
         };
-        if dest == Path::new(INIT_PATH) {
-            continue; // No PID-1 init on macOS.
-        }
-        if src == dest && dest == Path::new("/etc/resolv.conf") {
-            continue; // A symlink on macOS; the network rules allow what it points to.
-        }
-        if dest == Path::new(SESSION_MOUNT) {
-            l.session_shared = Some(canonical(src));
-            continue;
-        }
-        if l.session_dir.as_ref().is_some_and(|s| src.starts_with(s)) {
-            continue; // Linux-only synthetic files (passwd, group, hosts, boot id, …).
-        }
         if src == dest {
             direct.push((canonical(src), mode));
         } else {
@@ -900,6 +903,7 @@ pub fn render_dry_run(plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::INIT_PATH;
     use crate::plan::{Bridge, LaunchGuard};
 
     const HOME: &str = "/Users/u";
@@ -950,46 +954,73 @@ mod tests {
     /// user layer shallow before deep (an empty tmpfs on $HOME unless $HOME itself is bound),
     /// the init, the session mount.
     fn plan(system: Vec<Mount>, user: Vec<Mount>, network: Network, bridges: Vec<Bridge>) -> Plan {
-        let mut mounts = system;
-        mounts.push(Mount::Proc {
-            dest: "/proc".into(),
-        });
-        mounts.push(Mount::Dev {
-            dest: "/dev".into(),
-        });
+        let e = Entry::new;
+        let mut mounts: Vec<Entry> = system.into_iter().map(|m| e(Why::System, m)).collect();
+        mounts.push(e(
+            Why::Kernel,
+            Mount::Proc {
+                dest: "/proc".into(),
+            },
+        ));
+        mounts.push(e(
+            Why::Kernel,
+            Mount::Dev {
+                dest: "/dev".into(),
+            },
+        ));
         for (file, dest) in [
             ("passwd", "/etc/passwd"),
             ("group", "/etc/group"),
             ("empty", "/proc/cmdline"),
             ("boot_id", "/proc/sys/kernel/random/boot_id"),
         ] {
-            mounts.push(Mount::RoBind {
-                src: Path::new(SESSION).join(file),
-                dest: dest.into(),
-            });
+            mounts.push(e(
+                Why::Identity,
+                Mount::RoBind {
+                    src: Path::new(SESSION).join(file),
+                    dest: dest.into(),
+                },
+            ));
         }
-        mounts.push(match network {
-            Network::Open => ro("/etc/resolv.conf"),
-            _ => Mount::RoBind {
-                src: Path::new(SESSION).join("resolv.conf"),
-                dest: "/etc/resolv.conf".into(),
+        mounts.push(e(
+            Why::Resolv,
+            match network {
+                Network::Open => ro("/etc/resolv.conf"),
+                _ => Mount::RoBind {
+                    src: Path::new(SESSION).join("resolv.conf"),
+                    dest: "/etc/resolv.conf".into(),
+                },
             },
-        });
+        ));
         for dest in ["/tmp", "/run", HOME] {
             if !user.iter().any(|m| m.dest() == Path::new(dest)) {
-                mounts.push(Mount::Tmpfs { dest: dest.into() });
+                let why = if dest == HOME {
+                    Why::Home
+                } else {
+                    Why::Scratch
+                };
+                mounts.push(e(why, Mount::Tmpfs { dest: dest.into() }));
             }
         }
-        mounts.extend(user);
-        mounts.push(Mount::RoBind {
-            src: "/opt/agent-sandbox/bin/agent-sandbox".into(),
-            dest: INIT_PATH.into(),
-        });
+        mounts.extend(user.into_iter().map(|m| match m {
+            Mount::Mask { .. } => e(Why::StateMask, m),
+            _ => e(Why::Declared, m),
+        }));
+        mounts.push(e(
+            Why::Init,
+            Mount::RoBind {
+                src: "/opt/agent-sandbox/bin/agent-sandbox".into(),
+                dest: INIT_PATH.into(),
+            },
+        ));
         if !bridges.is_empty() {
-            mounts.push(Mount::RoBind {
-                src: Path::new(SESSION).join("sandbox"),
-                dest: SESSION_MOUNT.into(),
-            });
+            mounts.push(e(
+                Why::Session,
+                Mount::RoBind {
+                    src: Path::new(SESSION).join("sandbox"),
+                    dest: SESSION_MOUNT.into(),
+                },
+            ));
         }
         let mut env = BTreeMap::from([
             ("HOME".to_string(), HOME.to_string()),
@@ -1026,6 +1057,8 @@ mod tests {
             placeholders: vec![],
             held: BTreeMap::new(),
             session_files: vec![],
+            session_dir: SESSION.into(),
+            nix_daemon_socket: None,
             warnings: vec![],
         }
     }
@@ -1107,6 +1140,7 @@ mod tests {
             "NIX_DAEMON_SOCKET_PATH".into(),
             "/nix/var/nix/daemon-socket/socket".into(),
         );
+        p.nix_daemon_socket = Some("/nix/var/nix/daemon-socket/socket".into());
         p
     }
 
@@ -1984,7 +2018,8 @@ mod tests {
         // Everywhere: declared paths, session directories, terminals.
         let mut p = plan(closure(), vec![ro("/tmp/in")], Network::Blocked, vec![]);
         p.cwd = "/var/folders/ab/proj".into();
-        p.mounts.push(rw("/var/folders/ab/proj"));
+        p.mounts
+            .push(Entry::new(Why::Declared, rw("/var/folders/ab/proj")));
         let o = SeatbeltOptions {
             home_dir: "/var/folders/ab/T/s/home".into(),
             tmp_dir: "/tmp/s".into(),
@@ -2194,7 +2229,8 @@ mod tests {
     #[test]
     fn dry_run_shows_profile_params_argv_and_masks_secrets() {
         let mut p = plan(closure(), project(), Network::Open, vec![]);
-        p.mounts.push(rw("/Users/u/new\nline"));
+        p.mounts
+            .push(Entry::new(Why::Declared, rw("/Users/u/new\nline")));
         let out = render_dry_run(&p);
         assert!(out.contains("ANTHROPIC_API_KEY=<masked, 9 chars>"));
         assert!(!out.contains("sk-secret"));
