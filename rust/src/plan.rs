@@ -213,25 +213,34 @@ pub const SESSION_EXTRA_CAS: &str = "proxy-ca.pem";
 /// Candidate ports for the proxy inside the sandbox; the first not taken by a local port wins.
 const PROXY_PORTS: &[u16] = &[3128, 3129, 8118, 18080, 28080];
 
-/// What a bridge connects to on the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BridgeTo {
-    /// The session's filtering proxy.
-    Proxy,
-    /// The host's loopback port.
-    HostPort(u16),
-}
-
-/// A loopback listener inside the sandbox, carried over a Unix socket to the host.
+/// A host loopback port reached from inside: the init listens on `inside_port` and carries
+/// each connection over a Unix socket in the session's shared directory to the launcher, which
+/// connects to the host's `127.0.0.1:host_port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bridge {
     pub inside_port: u16,
     /// File name of the socket in the session's shared directory.
     pub socket: String,
-    pub to: BridgeTo,
+    pub host_port: u16,
 }
 
 impl Bridge {
+    pub fn inside_socket(&self) -> PathBuf {
+        Path::new(SESSION_MOUNT).join(&self.socket)
+    }
+}
+
+/// Filtered mode: the proxy's port inside. Not a bridge: the init listens there and hands the
+/// listening sockets themselves to the launcher over `socket`, and the proxy accepts on them
+/// (Linux); on macOS the sandbox reaches the proxy on the host's loopback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyPort {
+    pub inside_port: u16,
+    /// File name of the hand-over socket in the session's shared directory.
+    pub socket: String,
+}
+
+impl ProxyPort {
     pub fn inside_socket(&self) -> PathBuf {
         Path::new(SESSION_MOUNT).join(&self.socket)
     }
@@ -267,7 +276,9 @@ pub struct Plan {
     pub allowed_local_ports: Vec<u16>,
     /// Open mode: the address inside that pasta forwards to the host's own resolver.
     pub dns_forward: Option<String>,
-    /// Loopback bridges the init sets up inside (proxy first, then local ports).
+    /// Filtered mode: the proxy's port inside.
+    pub proxy: Option<ProxyPort>,
+    /// Loopback bridges to host ports the init sets up inside.
     pub bridges: Vec<Bridge>,
     /// The closure's paths, each bound read-only at its own path (empty in host-system mode).
     pub closure: Vec<PathBuf>,
@@ -1233,17 +1244,16 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         .find_map(|k| spec.env.get(*k))
         .map(PathBuf::from)
         .or_else(|| host.system_ca_bundle.clone());
-    let mut bridges = Vec::new();
+    let mut proxy = None;
     if let Network::Filtered(_) = network {
         let port = PROXY_PORTS
             .iter()
             .copied()
             .find(|p| !local.bridged.contains(p))
             .unwrap_or(3128);
-        bridges.push(Bridge {
+        proxy = Some(ProxyPort {
             inside_port: port,
             socket: "proxy.sock".into(),
-            to: BridgeTo::Proxy,
         });
         let url = format!("http://127.0.0.1:{port}");
         for &var in PROXY_VARS {
@@ -1268,14 +1278,16 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             format!("{SESSION_MOUNT}/{SESSION_EXTRA_CAS}"),
         );
     }
-    for &p in &local.bridged {
-        bridges.push(Bridge {
+    let bridges: Vec<Bridge> = local
+        .bridged
+        .iter()
+        .map(|&p| Bridge {
             inside_port: p,
             socket: format!("port-{p}.sock"),
-            to: BridgeTo::HostPort(p),
-        });
-    }
-    if !bridges.is_empty() || session_bundle {
+            host_port: p,
+        })
+        .collect();
+    if !bridges.is_empty() || proxy.is_some() || session_bundle {
         mounts.push(Entry::new(
             Why::Session,
             Mount::RoBind {
@@ -1297,6 +1309,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         network,
         allowed_local_ports: local.allowed,
         dns_forward,
+        proxy,
         bridges,
         closure: closure_paths,
         entry_exe,

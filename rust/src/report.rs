@@ -126,21 +126,22 @@ pub fn render(
         p => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
     };
     let _ = writeln!(s, "host loopback ports: {ports}");
+    if let Some(p) = &plan.proxy {
+        let _ = writeln!(
+            s,
+            "  proxy   127.0.0.1:{} (inside; the listening socket is handed to the proxy over {})",
+            p.inside_port,
+            p.inside_socket().display()
+        );
+    }
     for b in &plan.bridges {
-        let _ = match b.to {
-            crate::plan::BridgeTo::Proxy => writeln!(
-                s,
-                "  proxy   127.0.0.1:{} (inside; the listening socket is handed to the proxy over {})",
-                b.inside_port,
-                b.inside_socket().display()
-            ),
-            crate::plan::BridgeTo::HostPort(p) => writeln!(
-                s,
-                "  bridge  127.0.0.1:{} (inside) -> {} -> host 127.0.0.1:{p}",
-                b.inside_port,
-                b.inside_socket().display()
-            ),
-        };
+        let _ = writeln!(
+            s,
+            "  bridge  127.0.0.1:{} (inside) -> {} -> host 127.0.0.1:{}",
+            b.inside_port,
+            b.inside_socket().display(),
+            b.host_port
+        );
     }
     for w in &plan.warnings {
         let _ = writeln!(s, "warning: {w}");

@@ -265,9 +265,8 @@ fn start_host_bridges(
     session_dir: &Path,
     proxy: Option<&crate::proxy::RunningProxy>,
 ) -> anyhow::Result<()> {
-    use crate::plan::BridgeTo;
     use std::os::fd::AsRawFd;
-    if plan.bridges.is_empty() {
+    if plan.bridges.is_empty() && plan.proxy.is_none() {
         return Ok(());
     }
     let shared = session_dir.join(plan::SESSION_SHARED_DIR);
@@ -275,38 +274,43 @@ fn start_host_bridges(
     // that: bind through a short /proc/self/fd/N/ path to the directory instead.
     let dir = std::fs::File::open(&shared)
         .with_context(|| format!("cannot open the session directory {}", shared.display()))?;
-    for b in &plan.bridges {
-        let path = PathBuf::from(format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), b.socket));
-        let served = match b.to {
-            BridgeTo::HostPort(p) => crate::bridge::serve_unix_to_tcp(
-                &path,
-                std::net::SocketAddr::from(([127, 0, 0, 1], p)),
-            ),
-            BridgeTo::Proxy => {
-                // Fail closed: no proxy means no way out, never a direct one.
-                let adopter = proxy
-                    .and_then(|p| p.adopter())
-                    .context("internal error: proxy bridge without a proxy")?;
-                // The init passes its listening sockets out; the proxy accepts on them.
-                let real = shared.join(&b.socket);
-                crate::bridge::receive_listeners(&path, &real, b.inside_port, move |listeners| {
-                    for l in listeners {
-                        if let Err(e) = adopter.adopt(l) {
-                            // The sandbox is left without this proxy port: it fails closed.
-                            eprintln!(
-                                "agent-sandbox: warning: the proxy cannot serve the sandbox's port: {e}"
-                            );
-                        }
+    let short = |socket: &str| PathBuf::from(format!("/proc/self/fd/{}/{socket}", dir.as_raw_fd()));
+    let failed = |socket: &str| {
+        format!(
+            "cannot create the bridge socket {}",
+            shared.join(socket).display()
+        )
+    };
+    if let Some(p) = &plan.proxy {
+        // Fail closed: no proxy means no way out, never a direct one.
+        let adopter = proxy
+            .and_then(|p| p.adopter())
+            .context("internal error: a proxy port without a proxy")?;
+        // The init passes its listening sockets out; the proxy accepts on them.
+        let real = shared.join(&p.socket);
+        crate::bridge::receive_listeners(
+            &short(&p.socket),
+            &real,
+            p.inside_port,
+            move |listeners| {
+                for l in listeners {
+                    if let Err(e) = adopter.adopt(l) {
+                        // The sandbox is left without this proxy port: it fails closed.
+                        eprintln!(
+                            "agent-sandbox: warning: the proxy cannot serve the sandbox's port: {e}"
+                        );
                     }
-                })
-            }
-        };
-        served.with_context(|| {
-            format!(
-                "cannot create the bridge socket {}",
-                shared.join(&b.socket).display()
-            )
-        })?;
+                }
+            },
+        )
+        .with_context(|| failed(&p.socket))?;
+    }
+    for b in &plan.bridges {
+        crate::bridge::serve_unix_to_tcp(
+            &short(&b.socket),
+            std::net::SocketAddr::from(([127, 0, 0, 1], b.host_port)),
+        )
+        .with_context(|| failed(&b.socket))?;
     }
     Ok(())
 }

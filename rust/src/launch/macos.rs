@@ -7,54 +7,48 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use super::{Launch, prepare, prompts};
-use crate::plan::{self, Network};
+use crate::plan::Network;
 use crate::session;
 
 /// macOS: the Seatbelt profile through /usr/bin/sandbox-exec. Compiled on every OS (so it is
 /// type-checked everywhere) and called only on macOS; the darwin checks run it for real.
 pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
     use crate::macos;
-    use crate::plan::BridgeTo;
     use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     prompts::confirm(l.pending, &l.plan.cwd)?;
     let plan = l.plan;
     let dir = prepare::session_dir(plan, l.base, l.name)?;
     session::rotate(l.base, session::KEEP_SESSIONS, l.name);
-    // There is no bridge on macOS: the sandbox talks to the proxy on the host's loopback, so
-    // the profile and the proxy variables must name the port it really listens on.
-    let mut plan = plan.clone();
     let proxy = match &plan.network {
-        Network::Filtered(rules) => Some(prepare::start_proxy(&plan, rules, &dir)?),
+        Network::Filtered(rules) => Some(prepare::start_proxy(plan, rules, &dir)?),
         _ => {
             if plan.has_session_bundle() {
-                prepare::write_trust(&plan, &dir, None)?;
+                prepare::write_trust(plan, &dir, None)?;
             }
             None
         }
     };
-    if let Some(p) = &proxy {
-        let port = p.addr.port();
-        for b in plan.bridges.iter_mut().filter(|b| b.to == BridgeTo::Proxy) {
-            b.inside_port = port;
-        }
-        let url = format!("http://127.0.0.1:{port}");
-        for &var in plan::PROXY_VARS {
-            if let Some(v) = plan.env.get_mut(var) {
-                *v = url.clone();
-            }
-        }
-    }
     let ttys: Vec<PathBuf> = (0..3)
         .filter_map(|fd| {
             // SAFETY: 0..3 are the standard descriptors, valid for the process's lifetime.
             nix::unistd::ttyname(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok()
         })
         .collect();
-    let sp = macos::plan_seatbelt(&plan, &macos::SeatbeltOptions::in_session_dir(&dir, ttys));
-    session::write_file(&dir, "launch.log", macos::render_dry_run(&plan).as_bytes())?;
+    // There is no bridge on macOS: the sandbox talks to the proxy on the host's loopback, so
+    // the profile and the proxy variables name the port it really listens on.
+    let opts = macos::SeatbeltOptions {
+        proxy_port: proxy.as_ref().map(|p| p.addr.port()),
+        ..macos::SeatbeltOptions::in_session_dir(&dir, ttys)
+    };
+    let sp = macos::plan_seatbelt(plan, &opts);
+    session::write_file(
+        &dir,
+        "launch.log",
+        macos::render_with(plan, &opts).as_bytes(),
+    )?;
     macos::prepare(&sp)?;
-    prepare::print_warnings(&plan);
+    prepare::print_warnings(plan);
 
     // Terminal signals (Ctrl-C, Ctrl-\) reach the command directly (same process group), so
     // the launcher ignores them; signals sent to the launcher itself are passed on.
@@ -104,7 +98,7 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
             Ok(())
         });
     }
-    let (spec, mut sentinel) = prepare::start_sentinel(&plan, &dir)?;
+    let (spec, mut sentinel) = prepare::start_sentinel(plan, &dir)?;
     let mut child = cmd.spawn().context("cannot run /usr/bin/sandbox-exec")?;
     sentinel.sandbox_started(child.id());
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);

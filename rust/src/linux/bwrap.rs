@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::entry::{self, BridgeSpec, InitArgs};
-use crate::plan::{BridgeTo, HOSTNAME, INIT_PATH, Mount, Network, Plan, Staging};
+use crate::plan::{HOSTNAME, INIT_PATH, Mount, Network, Plan, Staging};
 
 /// One Linux launch of a plan: the facts decided at launch time, not by the planner.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,19 +142,24 @@ pub fn argv(plan: &Plan, run: &LinuxRun) -> Vec<OsString> {
 
 /// The init's command line.
 fn init_args(plan: &Plan, run: &LinuxRun) -> InitArgs {
-    let (mut pass, mut bridges) = (Vec::new(), Vec::new());
-    for b in &plan.bridges {
-        // The proxy's port: the init passes its listening sockets to the proxy. Host ports:
-        // the init bridges each connection to the launcher's socket.
-        let list = match b.to {
-            BridgeTo::Proxy => &mut pass,
-            BridgeTo::HostPort(_) => &mut bridges,
-        };
-        list.push(BridgeSpec {
+    // The proxy's port: the init passes its listening sockets to the proxy. Host ports: the
+    // init bridges each connection to the launcher's socket.
+    let pass = plan
+        .proxy
+        .iter()
+        .map(|p| BridgeSpec {
+            port: p.inside_port,
+            socket: p.inside_socket(),
+        })
+        .collect();
+    let bridges = plan
+        .bridges
+        .iter()
+        .map(|b| BridgeSpec {
             port: b.inside_port,
             socket: b.inside_socket(),
-        });
-    }
+        })
+        .collect();
     InitArgs {
         own_pgrp: run.own_process_group,
         pass,
@@ -228,6 +233,7 @@ mod tests {
             network,
             allowed_local_ports: vec![],
             dns_forward: None,
+            proxy: None,
             bridges: vec![],
             closure: vec![],
             entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
@@ -397,18 +403,15 @@ mod tests {
             None,
         )])));
         p.init_is_helper = false;
-        p.bridges = vec![
-            crate::plan::Bridge {
-                inside_port: 3128,
-                socket: "proxy.sock".into(),
-                to: BridgeTo::Proxy,
-            },
-            crate::plan::Bridge {
-                inside_port: 5432,
-                socket: "port-5432.sock".into(),
-                to: BridgeTo::HostPort(5432),
-            },
-        ];
+        p.proxy = Some(crate::plan::ProxyPort {
+            inside_port: 3128,
+            socket: "proxy.sock".into(),
+        });
+        p.bridges = vec![crate::plan::Bridge {
+            inside_port: 5432,
+            socket: "port-5432.sock".into(),
+            host_port: 5432,
+        }];
         let run = LinuxRun {
             own_process_group: true,
             ..LinuxRun::plain(&p)
@@ -441,18 +444,15 @@ mod tests {
             "example.com".to_string(),
             None,
         )])));
-        p.bridges = vec![
-            crate::plan::Bridge {
-                inside_port: 3128,
-                socket: "proxy.sock".into(),
-                to: BridgeTo::Proxy,
-            },
-            crate::plan::Bridge {
-                inside_port: 5432,
-                socket: "port-5432.sock".into(),
-                to: BridgeTo::HostPort(5432),
-            },
-        ];
+        p.proxy = Some(crate::plan::ProxyPort {
+            inside_port: 3128,
+            socket: "proxy.sock".into(),
+        });
+        p.bridges = vec![crate::plan::Bridge {
+            inside_port: 5432,
+            socket: "port-5432.sock".into(),
+            host_port: 5432,
+        }];
         let run = LinuxRun {
             own_process_group: true,
             ..LinuxRun::plain(&p)

@@ -87,5 +87,5 @@ pub mod seatbelt;
 
 pub use seatbelt::{
     SANDBOX_EXEC, SeatbeltError, SeatbeltOptions, SeatbeltPlan, command, plan_seatbelt, prepare,
-    render_dry_run,
+    render_dry_run, render_with,
 };

@@ -52,7 +52,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::plan::{BridgeTo, Entry, Mount, Network, Plan, SESSION_MOUNT, Why};
+use crate::plan::{Entry, Mount, Network, Plan, SESSION_MOUNT, Why};
 use crate::report::{escape_controls, quote_all, shown_env_value};
 
 /// Always by absolute path: a `sandbox-exec` earlier on `PATH` would be trusted with the policy.
@@ -119,6 +119,9 @@ pub struct SeatbeltOptions {
     /// The session's own terminal devices (`ttyname` of fds 0–2, e.g. `/dev/ttys003`), which
     /// the sandbox may open by name. Empty when not on a terminal.
     pub ttys: Vec<PathBuf>,
+    /// Filtered mode: the port the session's proxy really listens on, on the host's loopback
+    /// (there is no bridge on macOS). `None`: the plan's inside port (dry runs).
+    pub proxy_port: Option<u16>,
 }
 
 impl SeatbeltOptions {
@@ -129,6 +132,7 @@ impl SeatbeltOptions {
             home_dir: session_dir.join("home"),
             tmp_dir: session_dir.join("tmp"),
             ttys,
+            proxy_port: None,
         }
     }
 }
@@ -604,7 +608,7 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
         rule(&mut p, "allow", "file-read*", &[subpath(&name)]);
     }
 
-    network(&mut p, plan);
+    network(&mut p, plan, opts);
 
     // --- 7. final denies -------------------------------------------------------------------------
     p.push_str(";; ---- Final denies ----\n");
@@ -657,6 +661,15 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
 
     // --- environment, links, argv -----------------------------------------------------------------
     let mut env = plan.env.clone();
+    // The proxy variables name the port the proxy really listens on.
+    if let (Some(port), Some(_)) = (opts.proxy_port, &plan.proxy) {
+        let url = format!("http://127.0.0.1:{port}");
+        for &var in crate::plan::PROXY_VARS {
+            if let Some(v) = env.get_mut(var) {
+                *v = url.clone();
+            }
+        }
+    }
     if l.ephemeral_home {
         env.insert("HOME".into(), home_dir.display().to_string());
     }
@@ -702,21 +715,16 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
     }
 }
 
-fn network(p: &mut String, plan: &Plan) {
-    let ports: Vec<u16> = plan
-        .bridges
-        .iter()
-        .filter_map(|b| match b.to {
-            BridgeTo::HostPort(port) => Some(port),
-            BridgeTo::Proxy => None,
-        })
-        .collect();
-    let proxy: Vec<u16> = plan
-        .bridges
-        .iter()
-        .filter(|b| b.to == BridgeTo::Proxy)
-        .map(|b| b.inside_port)
-        .collect();
+/// The proxy's port on the host's loopback: where it really listens, else the plan's.
+fn proxy_port(plan: &Plan, opts: &SeatbeltOptions) -> Option<u16> {
+    plan.proxy
+        .as_ref()
+        .map(|p| opts.proxy_port.unwrap_or(p.inside_port))
+}
+
+fn network(p: &mut String, plan: &Plan, opts: &SeatbeltOptions) {
+    let ports: Vec<u16> = plan.bridges.iter().map(|b| b.host_port).collect();
+    let proxy: Vec<u16> = proxy_port(plan, opts).into_iter().collect();
     match plan.network {
         Network::Open => {
             p.push_str(";; ---- Network: open ----\n;; The internet, not this host: \"localhost\" is every address of this machine, so the\n;; deny covers its LAN addresses too. No listening on IP ports (no inbound rule).\n");
@@ -820,10 +828,15 @@ pub fn command(sp: &SeatbeltPlan) -> Command {
 /// shown where the launcher puts them by default (inside the session directory); the terminal
 /// is not known before launch.
 pub fn render_dry_run(plan: &Plan) -> String {
-    let session_dir = layout(plan)
-        .session_dir
-        .unwrap_or_else(|| PathBuf::from("/SESSION"));
-    let sp = plan_seatbelt(plan, &SeatbeltOptions::in_session_dir(&session_dir, vec![]));
+    render_with(
+        plan,
+        &SeatbeltOptions::in_session_dir(&plan.session_dir, vec![]),
+    )
+}
+
+/// [`render_dry_run`] with the options of a real launch (the session's log).
+pub fn render_with(plan: &Plan, opts: &SeatbeltOptions) -> String {
+    let sp = plan_seatbelt(plan, opts);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -870,12 +883,15 @@ pub fn render_dry_run(plan: &Plan) -> String {
         ),
     };
     let _ = writeln!(s, "network: {network}");
+    if let Some(p) = &plan.proxy {
+        let _ = writeln!(s, "  localhost:{} (the filtering proxy)", p.inside_port);
+    }
     for b in &plan.bridges {
-        let to = match b.to {
-            BridgeTo::Proxy => "the filtering proxy".to_string(),
-            BridgeTo::HostPort(p) => format!("host port {p}"),
-        };
-        let _ = writeln!(s, "  localhost:{} ({to})", b.inside_port);
+        let _ = writeln!(
+            s,
+            "  localhost:{} (host port {})",
+            b.inside_port, b.host_port
+        );
     }
     let _ = writeln!(s, "environment:");
     for (k, v) in &sp.env {
@@ -938,22 +954,26 @@ mod tests {
         vec![ro("/usr"), ro("/bin"), ro("/sbin"), ro("/etc/ssl")]
     }
 
-    fn bridge(to: BridgeTo) -> Bridge {
-        let (inside_port, socket) = match to {
-            BridgeTo::Proxy => (3128, "proxy.sock".to_string()),
-            BridgeTo::HostPort(p) => (p, format!("port-{p}.sock")),
-        };
-        Bridge {
-            inside_port,
-            socket,
-            to,
-        }
+    /// What a test plan reaches on the host besides the network: the proxy, or host ports.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum BridgeTo {
+        Proxy,
+        HostPort(u16),
+    }
+
+    fn bridge(to: BridgeTo) -> BridgeTo {
+        to
     }
 
     /// A plan laid out as `plan::build` lays one out: the system layer, the Linux plumbing, the
     /// user layer shallow before deep (an empty tmpfs on $HOME unless $HOME itself is bound),
     /// the init, the session mount.
-    fn plan(system: Vec<Mount>, user: Vec<Mount>, network: Network, bridges: Vec<Bridge>) -> Plan {
+    fn plan(
+        system: Vec<Mount>,
+        user: Vec<Mount>,
+        network: Network,
+        bridges: Vec<BridgeTo>,
+    ) -> Plan {
         let e = Entry::new;
         let mut mounts: Vec<Entry> = system.into_iter().map(|m| e(Why::System, m)).collect();
         mounts.push(e(
@@ -1028,7 +1048,24 @@ mod tests {
             ("TMPDIR".to_string(), "/tmp".to_string()),
             ("ANTHROPIC_API_KEY".to_string(), "sk-secret".to_string()),
         ]);
-        if bridges.iter().any(|b| b.to == BridgeTo::Proxy) {
+        let proxy = bridges
+            .contains(&BridgeTo::Proxy)
+            .then(|| crate::plan::ProxyPort {
+                inside_port: 3128,
+                socket: "proxy.sock".into(),
+            });
+        let bridges: Vec<Bridge> = bridges
+            .iter()
+            .filter_map(|b| match b {
+                BridgeTo::HostPort(p) => Some(Bridge {
+                    inside_port: *p,
+                    socket: format!("port-{p}.sock"),
+                    host_port: *p,
+                }),
+                BridgeTo::Proxy => None,
+            })
+            .collect();
+        if proxy.is_some() {
             env.insert("HTTPS_PROXY".into(), "http://127.0.0.1:3128".into());
             env.insert(
                 "SSL_CERT_FILE".into(),
@@ -1047,6 +1084,7 @@ mod tests {
             network,
             allowed_local_ports: vec![],
             dns_forward: None,
+            proxy,
             bridges,
             closure: vec![],
             entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
@@ -1142,6 +1180,35 @@ mod tests {
         );
         p.nix_daemon_socket = Some("/nix/var/nix/daemon-socket/socket".into());
         p
+    }
+
+    /// The proxy's real port (macOS has no bridge) reaches the profile's rule and the proxy
+    /// variables through the options; the plan itself is not changed (it used to be patched
+    /// in a clone by the launcher).
+    #[test]
+    fn the_proxys_real_port_comes_from_the_options() {
+        let p = plan(
+            host_system(),
+            vec![rw("/Users/u/proj")],
+            Network::Filtered(BTreeMap::from([("api.anthropic.com".to_string(), None)])),
+            vec![bridge(BridgeTo::Proxy)],
+        );
+        let o = SeatbeltOptions {
+            proxy_port: Some(49152),
+            ..opts()
+        };
+        let sp = plan_seatbelt(&p, &o);
+        assert!(
+            sp.profile.contains("(remote ip \"localhost:49152\")"),
+            "{}",
+            sp.profile
+        );
+        assert!(!sp.profile.contains("localhost:3128"), "{}", sp.profile);
+        assert_eq!(sp.env["HTTPS_PROXY"], "http://127.0.0.1:49152");
+        // Without it (a dry run), the plan's port.
+        let dry = plan_seatbelt(&p, &opts());
+        assert!(dry.profile.contains("(remote ip \"localhost:3128\")"));
+        assert_eq!(p.proxy.as_ref().unwrap().inside_port, 3128);
     }
 
     fn params(sp: &SeatbeltPlan) -> Vec<(&str, &str)> {
@@ -2024,6 +2091,7 @@ mod tests {
             home_dir: "/var/folders/ab/T/s/home".into(),
             tmp_dir: "/tmp/s".into(),
             ttys: vec![],
+            proxy_port: None,
         };
         let sp = plan_seatbelt(&p, &o);
         let values: Vec<&str> = params(&sp).into_iter().map(|(_, v)| v).collect();
