@@ -48,7 +48,15 @@ pub struct HostContext {
     pub system_ca_bundle: Option<PathBuf>,
     /// Whether `/bin/bash` exists: `SHELL` in host-system mode.
     pub has_bin_bash: bool,
+    /// Which of [`PROC_READ_ONLY`] exist: bound read-only over the sandbox's `/proc`.
+    pub proc_ro: Vec<PathBuf>,
 }
+
+/// Kernel settings bound read-only inside. Fail closed: bwrap 0.8 means to remount /proc/sys
+/// read-only but skips it (its write probe on the directory always fails), and launched by
+/// root the sandbox user passes /proc/sys's uid check, so core_pattern & co. would be
+/// writable: host root.
+pub const PROC_READ_ONLY: &[&str] = &["/proc/sys", "/proc/sysrq-trigger"];
 
 /// Where the Nix daemon's socket is (`NIX_DAEMON_SOCKET_PATH`, else Nix's default) and whether
 /// it and the store exist.
@@ -121,6 +129,11 @@ impl HostContext {
                 .map(PathBuf::from)
                 .find(|p| p.exists()),
             has_bin_bash: Path::new("/bin/bash").exists(),
+            proc_ro: PROC_READ_ONLY
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| p.exists())
+                .collect(),
         })
     }
 }

@@ -1026,16 +1026,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     // Fail closed on kernel settings: bwrap 0.8 means to remount /proc/sys read-only but skips
     // it (its write probe on the directory always fails), and launched by root the sandbox
     // user passes /proc/sys's uid check, so core_pattern & co. would be writable: host root.
-    for p in ["/proc/sys", "/proc/sysrq-trigger"] {
-        if Path::new(p).exists() {
-            mounts.push(Entry::new(
-                Why::Kernel,
-                Mount::RoBind {
-                    src: p.into(),
-                    dest: p.into(),
-                },
-            ));
-        }
+    for p in &host.proc_ro {
+        mounts.push(Entry::new(
+            Why::Kernel,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: p.clone(),
+            },
+        ));
     }
     mounts.push(Entry::new(
         Why::Kernel,
@@ -2037,6 +2035,7 @@ mod tests {
                 nix: Default::default(),
                 system_ca_bundle: None,
                 has_bin_bash: true,
+                proc_ro: vec![],
             };
             build(&spec, &["true".into()], &host).unwrap()
         }
@@ -2330,3 +2329,9 @@ mod tests {
         assert_eq!(local_ports(Some(&[443]), &[], 1).bridged, vec![443]);
     }
 }
+
+/// `plan::build` end to end on a closure-mode spec (so that nothing of the host's system
+/// layer enters), and the two lowerings of the same plan.
+#[cfg(test)]
+#[path = "plan_full_tests.rs"]
+mod full_tests;
