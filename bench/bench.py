@@ -207,32 +207,19 @@ INIT_PATH = "/run/agent-sandbox/agent-sandbox"
 
 
 def bare_bwrap(ctx, agent_args):
-    """The bwrap argv agent-sandbox would run for `agent_args` (from --dry-run), made to run
+    """The bwrap argv agent-sandbox would run for `agent_args` (from --dry-run --json), made to run
     bare: `--as-pid-1` dropped, the init (`…/agent-sandbox [__init] [--bridge …] -- true`) replaced by the
     path of `true`, session files (passwd, group, masks, resolv.conf) pointed at copies in the
     baseline dir, the plan's environment set with --clearenv/--setenv. Same namespaces, mounts
     (the helper binary's bind included) and environment."""
-    out = run(ctx.sb("--dry-run", *agent_args, "--", "true"), cwd=ctx.launch, env=ctx.env, timeout=120)
+    out = run(ctx.sb("--dry-run", "--json", *agent_args, "--", "true"), cwd=ctx.launch, env=ctx.env, timeout=120)
     if out.returncode != 0:
-        raise RuntimeError(f"--dry-run failed: {out.stderr.strip()}")
-    lines = out.stdout.splitlines()
-    line = next((l for l in lines if l.startswith("bwrap argv: ")), None)
-    if line is None:
-        raise RuntimeError("--dry-run printed no `bwrap argv:` line")
+        raise RuntimeError(f"--dry-run --json failed: {out.stderr.strip()}")
+    plan = json.loads(out.stdout)
     # The environment bwrap hands to the sandbox (the helper passes it as bwrap's own
     # environment; the twin sets the same with --clearenv/--setenv).
-    env = []
-    if "environment:" in lines:
-        for l in lines[lines.index("environment:") + 1:]:
-            if not l.startswith("  ") or "=" not in l:
-                break
-            k, v = l.strip().split("=", 1)
-            try:
-                v = json.loads(v)
-            except ValueError:
-                v = v.strip('"')
-            env.append((k, v))
-    argv = shlex.split(line[len("bwrap argv: "):])
+    env = list(plan["env"].items())
+    argv = [plan["program"]] + list(plan["argv"])
     prefix = os.path.join(ctx.state, "agent-sandbox") + "/"
     fixed = []
     for a in argv:
@@ -272,9 +259,9 @@ def bare_bwrap(ctx, agent_args):
     # directory, built beside it and bound onto it once): bare bwrap has no holder, so it binds
     # each closure path of that directory itself, in place of that bind (the last one, its
     # cheapest position).
-    staged = next((l for l in lines if l.startswith("closure: ") and " staged " in l), None)
+    staged = plan.get("staging")
     if staged:
-        sdir = staged.split(" paths in ", 1)[1].split(" staged ", 1)[0]
+        sdir = staged["dir"]
         spec = next((agent_args[i + 1] for i, a in enumerate(agent_args) if a == "--spec"), None)
         with open(spec) as f:
             closure = json.load(f)["closure"]

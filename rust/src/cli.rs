@@ -46,6 +46,10 @@ pub struct RunArgs {
     /// Print the resolved plan (mounts, environment, network) and start nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: print the plan as JSON (mounts with why each is there, the
+    /// environment, the exact argv) instead of text.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
     /// Plan for this OS: `macos` with --dry-run shows the Seatbelt profile, its -D parameters
     /// and the sandbox-exec argv a Mac would run (on any OS). Default: this machine's.
     #[arg(long, value_name = "OS", value_parser = ["linux", "macos"])]

@@ -155,6 +155,93 @@ pub fn render(
     s
 }
 
+/// `--dry-run --json`: the plan as data (for scripts and the benchmark), with what `--dry-run`
+/// prints: every mount with why it is there, the environment (secret-looking values masked),
+/// the network, the warnings, and the exact argv the platform would run.
+pub fn json(
+    plan: &Plan,
+    mounts: &[Mount],
+    staging: Option<&crate::plan::Staging>,
+    program: &str,
+    argv: &[std::ffi::OsString],
+) -> String {
+    use serde_json::{Value, json};
+    let path = |p: &std::path::Path| Value::String(p.display().to_string());
+    // The labels come from the plan; a lowering (LinuxRun) may replace mounts one for one
+    // (binds by descriptor) or stage a closure (one bind instead of many): label by position
+    // while the two agree, else by destination.
+    let label = |i: usize, m: &Mount| {
+        plan.mounts
+            .get(i)
+            .filter(|e| e.mount.dest() == m.dest())
+            .or_else(|| plan.mounts.iter().find(|e| e.mount.dest() == m.dest()))
+            .map(|e| format!("{:?}", e.why))
+    };
+    let mounts: Vec<Value> = mounts
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let (kind, src, mode) = match m {
+                Mount::RoBind { src, .. } => ("bind", Some(src), "ro"),
+                Mount::Bind { src, .. } => ("bind", Some(src), "rw"),
+                Mount::BindFd { src, rw, .. } => {
+                    ("bind-fd", Some(src), if *rw { "rw" } else { "ro" })
+                }
+                Mount::Tmpfs { .. } => ("tmpfs", None, "rw"),
+                Mount::Mask { .. } => ("mask", None, "ro"),
+                Mount::Proc { .. } => ("proc", None, "rw"),
+                Mount::Dev { .. } => ("dev", None, "rw"),
+                Mount::Symlink { target, .. } => ("symlink", Some(target), "ro"),
+            };
+            json!({
+                "why": label(i, m),
+                "kind": kind,
+                "src": src.map(|p| path(p)),
+                "dest": path(m.dest()),
+                "mode": mode,
+            })
+        })
+        .collect();
+    let env: serde_json::Map<String, Value> = plan
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let shown = if looks_secret(k) {
+                format!("<masked, {} chars>", v.chars().count())
+            } else {
+                v.clone()
+            };
+            (k.clone(), Value::String(shown))
+        })
+        .collect();
+    let argv: Vec<String> = masked_argv(argv)
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let v = json!({
+        "sandbox": plan.out_name,
+        "command": plan.command.iter().map(|c| c.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+        "cwd": path(&plan.cwd),
+        "home": path(&plan.home),
+        "network": network_line(&plan.network),
+        "hostLoopbackPorts": plan.allowed_local_ports,
+        "mounts": mounts,
+        "env": env,
+        "warnings": plan.warnings,
+        // A large closure the namespace holder stages: the directory it replaces, the view.
+        "staging": staging.map(|st| json!({
+            "dir": path(&st.dir),
+            "view": path(&st.view),
+            "entries": st.names.len(),
+        })),
+        "program": program,
+        "argv": argv,
+    });
+    let mut out = serde_json::to_string_pretty(&v).expect("a JSON value serialises");
+    out.push('\n');
+    out
+}
+
 fn network_line(n: &Network) -> String {
     match n {
         Network::Open => "open (internet)".into(),

@@ -40,6 +40,19 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
         // Opened as a launch would (O_PATH, nothing created), to show the argv it would run.
         let _held = bind_by_fd(plan, &mut run, true)?;
         let argv = crate::linux::bwrap::argv(plan, &run);
+        if l.json {
+            print!(
+                "{}",
+                report::json(
+                    plan,
+                    &run.mounts,
+                    run.staging.as_ref(),
+                    &bwrap.to_string_lossy(),
+                    &argv
+                )
+            );
+            return Ok(0);
+        }
         print!(
             "{}",
             report::render(

@@ -28,6 +28,8 @@ pub struct Launch<'a> {
     pub name: &'a str,
     pub session_dir: &'a Path,
     pub dry_run: bool,
+    /// With `dry_run`: as JSON ([`crate::report::json`]).
+    pub json: bool,
     pub allow_nix: bool,
 }
 
@@ -145,11 +147,31 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         name: &name,
         session_dir: &session_dir,
         dry_run: a.dry_run,
+        json: a.json,
         allow_nix: spec.allow_nix,
     };
     if target == "macos" {
         if a.dry_run {
-            print!("{}", crate::macos::render_dry_run(&plan));
+            if a.json {
+                let sp = crate::macos::plan_seatbelt(
+                    &plan,
+                    &crate::macos::SeatbeltOptions::in_session_dir(&plan.session_dir, vec![]),
+                );
+                let program = sp.argv.first().map(|a| a.to_string_lossy().into_owned());
+                let argv = sp.argv.get(1..).unwrap_or_default();
+                print!(
+                    "{}",
+                    crate::report::json(
+                        &plan,
+                        &plan.bare_mounts(),
+                        None,
+                        &program.unwrap_or_default(),
+                        argv
+                    )
+                );
+            } else {
+                print!("{}", crate::macos::render_dry_run(&plan));
+            }
             return Ok(0);
         }
         if cfg!(target_os = "macos") {
