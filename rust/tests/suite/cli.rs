@@ -438,3 +438,47 @@ fn pid_1_is_the_small_init_beside_the_helper_or_the_helper_alone() {
     assert!(o.stdout.contains(" __init --"), "{o:?}");
     assert!(o.stdout.contains("Seccomp:\t2"), "{o:?}");
 }
+
+/// `--dry-run --json`: the plan as data, each mount with why it is there, secrets masked, the
+/// exact bwrap argv (what the benchmark reads).
+#[test]
+fn dry_run_json_is_the_plan_as_data() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.home.join(".claude")).unwrap();
+    let o = run({
+        let mut c = f.cmd();
+        c.env("MY_TOKEN", "sk-very-secret").args([
+            "run",
+            "--dry-run",
+            "--json",
+            "--no-network",
+            "--rw",
+            "~/.claude",
+            "--env",
+            "MY_TOKEN",
+            "--",
+            "true",
+        ]);
+        c
+    });
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stdout.contains("sk-very-secret"), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let mounts = v["mounts"].as_array().unwrap();
+    let find = |dest: &std::path::Path| {
+        mounts
+            .iter()
+            .find(|m| m["dest"] == dest.to_str().unwrap())
+            .unwrap_or_else(|| panic!("no mount at {}: {v}", dest.display()))
+    };
+    assert_eq!(find(&f.proj)["why"], "Launch");
+    assert_eq!(find(&f.proj)["mode"], "rw");
+    assert_eq!(find(&f.home.join(".claude"))["why"], "Declared");
+    assert_eq!(find(&f.home)["why"], "Home");
+    assert_eq!(v["env"]["MY_TOKEN"], "<masked, 14 chars>");
+    assert_eq!(v["argv"][0], "--die-with-parent");
+    assert!(v["program"].as_str().unwrap().ends_with("bwrap"), "{v}");
+    // Without --dry-run it is refused (nothing would print it).
+    let o = run(f.sh(&["--json"], "true"));
+    assert_ne!(o.code, 0, "{o:?}");
+}
