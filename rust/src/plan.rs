@@ -443,237 +443,26 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             .unwrap_or_else(|| "sandbox".into())
     });
 
-    // --- system layer -------------------------------------------------------------
-    let mut system: Vec<Entry> = Vec::new();
-    let mut permitted_roots: Vec<PathBuf> = Vec::new();
-    let mut closure_paths: Vec<PathBuf> = Vec::new();
-    let path_var;
-    match &spec.closure {
-        None => {
-            for dir in HOST_SYSTEM_DIRS {
-                let p = Path::new(dir);
-                match std::fs::symlink_metadata(p) {
-                    Ok(m) if m.file_type().is_symlink() => {
-                        // Merged-/usr hosts: keep /bin -> usr/bin a symlink, as on the host.
-                        if let Ok(t) = std::fs::read_link(p) {
-                            system.push(Entry::new(
-                                Why::System,
-                                Mount::Symlink {
-                                    target: t,
-                                    dest: p.into(),
-                                },
-                            ));
-                        }
-                    }
-                    Ok(m) if m.is_dir() => {
-                        system.push(Entry::new(
-                            Why::System,
-                            Mount::RoBind {
-                                src: p.into(),
-                                dest: p.into(),
-                            },
-                        ));
-                        permitted_roots.push(p.into());
-                    }
-                    _ => {}
-                }
-            }
-            for entry in HOST_ETC_ENTRIES {
-                let p = Path::new(entry);
-                // resolv.conf is bound as the network mode requires, below.
-                if *entry == "/etc/resolv.conf" || !p.exists() {
-                    continue;
-                }
-                system.push(Entry::new(
-                    Why::System,
-                    Mount::RoBind {
-                        src: p.into(),
-                        dest: p.into(),
-                    },
-                ));
-            }
-            path_var = spec
-                .path
-                .as_ref()
-                .map(|p| p.join(":"))
-                .unwrap_or_else(|| HOST_PATH.into());
-        }
-        Some(closure) => {
-            let mut missing = Vec::new();
-            for p in closure {
-                let p = PathBuf::from(p);
-                if !p.exists() {
-                    missing.push(p.display().to_string());
-                    continue;
-                }
-                system.push(Entry::new(
-                    Why::Closure,
-                    Mount::RoBind {
-                        src: p.clone(),
-                        dest: p.clone(),
-                    },
-                ));
-                closure_paths.push(p.clone());
-                permitted_roots.push(p);
-            }
-            if !missing.is_empty() {
-                // Fail closed: a closure with holes means the spec does not match this store.
-                return Err(PlanError::Refused(format!(
-                    "{} closure path(s) do not exist: {}. Fix: rebuild the sandbox so its spec matches the Nix store",
-                    missing.len(),
-                    missing.join(", ")
-                )));
-            }
-            let entries = spec.path.clone().unwrap_or_default();
-            path_var = entries.join(":");
-            // /bin/sh and /usr/bin/env: scripts' shebangs need them.
-            for (want, dest) in [("sh", "/bin/sh"), ("env", "/usr/bin/env")] {
-                match entries
-                    .iter()
-                    .map(|d| Path::new(d).join(want))
-                    .find(|c| c.exists())
-                {
-                    Some(found) => system.push(Entry::new(Why::System, Mount::Symlink {
-                        target: found,
-                        dest: dest.into(),
-                    })),
-                    None => warnings.push(format!(
-                        "no `{want}` on the sandbox PATH, so {dest} does not exist inside; add bash/coreutils to allowedPackages"
-                    )),
-                }
-            }
-        }
-    }
+    let SystemLayer {
+        entries: mut system,
+        mut permitted_roots,
+        mut closure_paths,
+        path_var,
+    } = system_layer(spec, &mut warnings)?;
 
-    // --- allowNix ----------------------------------------------------------------------
-    let mut nix_env: Vec<(String, String)> = Vec::new();
-    let mut nix_daemon_socket = None;
-    if spec.allow_nix {
-        let store = Path::new("/nix/store");
-        let socket = host.nix.socket.clone();
-        if !host.nix.store_present || !host.nix.socket_present {
-            // Fail closed: allowNix without a daemon would only half work, confusingly.
-            return Err(PlanError::Refused(format!(
-                "allowNix needs the Nix daemon, but {} does not exist. Fix: start nix-daemon (e.g. systemctl start nix-daemon) or remove allowNix / --allow-nix",
-                if host.nix.store_present {
-                    socket.as_str()
-                } else {
-                    "/nix/store"
-                }
-            )));
-        }
-        // The whole store, read-only, replaces the per-path closure binds.
-        system
-            .retain(|e| !matches!(&e.mount, Mount::RoBind { dest, .. } if dest.starts_with(store)));
-        system.push(Entry::new(
-            Why::Closure,
-            Mount::RoBind {
-                src: store.into(),
-                dest: store.into(),
-            },
-        ));
-        permitted_roots.push(store.into());
-        // /nix/var holds the daemon socket (connecting works on a read-only mount).
-        system.push(Entry::new(
-            Why::NixDaemon,
-            Mount::RoBind {
-                src: "/nix/var".into(),
-                dest: "/nix/var".into(),
-            },
-        ));
-        let socket_dir = Path::new(&socket).parent().unwrap_or(Path::new("/"));
-        if !socket_dir.starts_with("/nix/var") {
-            system.push(Entry::new(
-                Why::NixDaemon,
-                Mount::RoBind {
-                    src: socket_dir.into(),
-                    dest: socket_dir.into(),
-                },
-            ));
-        }
-        nix_env.push(("NIX_REMOTE".into(), "daemon".into()));
-        nix_daemon_socket = Some(PathBuf::from(&socket));
-        nix_env.push(("NIX_DAEMON_SOCKET_PATH".into(), socket));
-        if spec.allowed_domains.is_some() {
-            warnings.push(
-                "allowNix: the Nix daemon runs outside the sandbox, so its own downloads (substituters, fetchers) are not limited by allowedDomains".into(),
-            );
-        }
-    }
+    let NixAccess {
+        env: nix_env,
+        socket: nix_daemon_socket,
+    } = allow_nix(spec, host, &mut system, &mut permitted_roots, &mut warnings)?;
 
-    // --- declared paths -------------------------------------------------------------
-    let mut declared = Vec::new();
-    for (field, list, rw, kind) in [
-        ("rwDirs", &spec.rw_dirs, true, Kind::Dir),
-        ("rwFiles", &spec.rw_files, true, Kind::File),
-        ("roDirs", &spec.ro_dirs, false, Kind::Dir),
-        ("roFiles", &spec.ro_files, false, Kind::File),
-        ("rwHostConfig", &spec.rw_host_config, true, Kind::Either),
-    ] {
-        for p in list {
-            let path = normalize(p, &host.cwd, &host.home);
-            let real = std::fs::canonicalize(&path).ok();
-            let mut confirm = None;
-            for form in std::iter::once(&path).chain(&real) {
-                let c = crate::guard::declared_path(form, field, rw, &host.home)
-                    .map_err(PlanError::Refused)?;
-                confirm = confirm.or(c);
-            }
-            if let Some(c) = confirm {
-                guard = guard.and(c);
-            }
-            declared.push(Declared {
-                path,
-                rw,
-                kind,
-                field,
-            });
-        }
-    }
+    let declared = declared_paths(spec, host, &mut guard)?;
 
-    // --- git --------------------------------------------------------------------------
-    let mut git_rw: Vec<PathBuf> = Vec::new();
-    let mut git_ro: Vec<PathBuf> = Vec::new();
-    let mut placeholders = Vec::new();
-    let mut repo_root = None;
-    match git::inspect(&host.cwd, &host.home)? {
-        GitView::NoRepo => {}
-        GitView::Refused { warning, .. } => warnings.push(warning),
-        GitView::Repo(layout) => {
-            repo_root = Some(layout.root.clone());
-            git_rw = layout.rw_dirs;
-            git_ro = layout.ro_paths;
-            placeholders = layout.placeholders;
-            warnings.extend(layout.notes);
-            if !git_identity_declared(spec, &declared, &host.home) {
-                warnings.push(
-                    "no git identity declared, so `git commit` will fail inside (user.useConfigOnly). Fix: set env GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL/GIT_COMMITTER_NAME/GIT_COMMITTER_EMAIL, or declare ~/.gitconfig in roFiles".into(),
-                );
-            }
-        }
-    }
-
-    // A repository at the top of a declared read-write directory (`--rw ~/other-repo`) gets
-    // the launch repository's protection (hooks, config, … read-only, pinned) in every git
-    // dir it owns; only what lies inside that directory is taken, it grants nothing more.
-    for d in declared.iter().filter(|d| d.rw && d.kind == Kind::Dir) {
-        if std::fs::canonicalize(&d.path).ok().as_ref() != Some(&d.path)
-            || d.path == host.cwd
-            || std::fs::symlink_metadata(d.path.join(".git")).is_err()
-        {
-            continue;
-        }
-        if let GitView::Repo(layout) = git::inspect(&d.path, &host.home)? {
-            if layout.root != d.path {
-                continue;
-            }
-            let inside = |p: &PathBuf| p.starts_with(&d.path);
-            git_rw.extend(layout.rw_dirs.into_iter().filter(inside));
-            git_ro.extend(layout.ro_paths.into_iter().filter(inside));
-            placeholders.extend(layout.placeholders.into_iter().filter(|(p, _)| inside(p)));
-            warnings.extend(layout.notes);
-        }
-    }
+    let GitBinds {
+        rw: git_rw,
+        ro: git_ro,
+        mut placeholders,
+        repo_root,
+    } = git_binds(spec, host, &declared, &mut warnings)?;
 
     permitted_roots.push(host.cwd.clone());
     permitted_roots.extend(repo_root.iter().cloned());
@@ -1016,141 +805,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         .collect();
     keep.sort();
 
-    let mut mounts = system;
-    mounts.push(Entry::new(
-        Why::Kernel,
-        Mount::Proc {
-            dest: "/proc".into(),
-        },
-    ));
-    // Fail closed on kernel settings: bwrap 0.8 means to remount /proc/sys read-only but skips
-    // it (its write probe on the directory always fails), and launched by root the sandbox
-    // user passes /proc/sys's uid check, so core_pattern & co. would be writable: host root.
-    for p in &host.proc_ro {
-        mounts.push(Entry::new(
-            Why::Kernel,
-            Mount::RoBind {
-                src: p.clone(),
-                dest: p.clone(),
-            },
-        ));
-    }
-    mounts.push(Entry::new(
-        Why::Kernel,
-        Mount::Dev {
-            dest: "/dev".into(),
-        },
-    ));
-    // Synthetic identity files: one line, no host user names.
-    mounts.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("passwd"),
-            dest: "/etc/passwd".into(),
-        },
-    ));
-    mounts.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("group"),
-            dest: "/etc/group".into(),
-        },
-    ));
-    let mut session_files = vec![
-        (
-            "passwd".to_string(),
-            format!(
-                "sandbox:x:{}:{}:sandbox:{}:/bin/sh\n",
-                host.uid,
-                host.gid,
-                host.home.display()
-            ),
-        ),
-        ("group".to_string(), format!("sandbox:x:{}:\n", host.gid)),
-    ];
-    if spec.closure.is_some() {
-        session_files.push((
-            "hosts".into(),
-            "127.0.0.1 localhost\n::1 localhost\n".into(),
-        ));
-        session_files.push(("nsswitch.conf".into(), "hosts: files dns\n".into()));
-        for f in ["hosts", "nsswitch.conf"] {
-            mounts.push(Entry::new(
-                Why::Identity,
-                Mount::RoBind {
-                    src: host.session_dir.join(f),
-                    dest: Path::new("/etc").join(f),
-                },
-            ));
-        }
-    }
-    // The kernel command line and boot id identify the host; mask them.
-    // An empty regular file, not /dev/null: device nodes are unreadable on bwrap's nodev binds.
-    mounts.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("empty"),
-            dest: "/proc/cmdline".into(),
-        },
-    ));
-    mounts.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("boot_id"),
-            dest: "/proc/sys/kernel/random/boot_id".into(),
-        },
-    ));
-    session_files.push(("empty".into(), String::new()));
-    session_files.push((
-        "boot_id".into(),
-        "00000000-0000-4000-8000-000000000000\n".into(),
-    ));
-
     let network = network_mode(spec);
-    let mut dns_forward = None;
-    match network {
-        Network::Open => {
-            let host_resolv = host.resolv_conf.clone().unwrap_or_default();
-            if resolv_needs_forward(&host_resolv) {
-                // The host's resolver listens on its loopback (systemd-resolved, dnsmasq),
-                // which the sandbox cannot reach: pasta forwards this address to it instead.
-                dns_forward = Some(DNS_FORWARD_ADDR.to_string());
-                session_files.push((
-                    "resolv.conf".into(),
-                    format!(
-                        "nameserver {DNS_FORWARD_ADDR}\n{}",
-                        resolv_options(&host_resolv)
-                    ),
-                ));
-                mounts.push(Entry::new(
-                    Why::Resolv,
-                    Mount::RoBind {
-                        src: host.session_dir.join("resolv.conf"),
-                        dest: "/etc/resolv.conf".into(),
-                    },
-                ));
-            } else if host.resolv_conf.is_some() {
-                mounts.push(Entry::new(
-                    Why::Resolv,
-                    Mount::RoBind {
-                        src: "/etc/resolv.conf".into(),
-                        dest: "/etc/resolv.conf".into(),
-                    },
-                ));
-            }
-        }
-        Network::Blocked | Network::Filtered(_) => {
-            // No DNS inside: the proxy (if any) resolves names after its policy check.
-            session_files.push(("resolv.conf".into(), String::new()));
-            mounts.push(Entry::new(
-                Why::Resolv,
-                Mount::RoBind {
-                    src: host.session_dir.join("resolv.conf"),
-                    dest: "/etc/resolv.conf".into(),
-                },
-            ));
-        }
-    }
+    let Plumbing {
+        entries: plumbing_entries,
+        session_files,
+        dns_forward,
+    } = plumbing(spec, host, &network);
+    let mut mounts = system;
+    mounts.extend(plumbing_entries);
 
     let declared_layer: Vec<&Mount> = keep.iter().map(|(_, i)| &layered[*i].1).collect();
     for f in &found_sockets {
@@ -1200,7 +862,520 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         },
     ));
 
-    // --- environment ----------------------------------------------------------------------
+    let mut env = environment(spec, host, path_var, nix_env);
+
+    let Wiring {
+        local,
+        ca_bundle_source,
+        proxy,
+        bridges,
+        shares_session,
+    } = wiring(
+        spec,
+        host,
+        &network,
+        &upstream_ca_files,
+        &mut env,
+        &mut warnings,
+    );
+    if shares_session {
+        mounts.push(Entry::new(
+            Why::Session,
+            Mount::RoBind {
+                src: host.session_dir.join(SESSION_SHARED_DIR),
+                dest: SESSION_MOUNT.into(),
+            },
+        ));
+    }
+
+    Ok(Plan {
+        out_name,
+        command,
+        cwd: host.cwd.clone(),
+        home: host.home.clone(),
+        uid: host.uid,
+        gid: host.gid,
+        mounts,
+        env,
+        network,
+        allowed_local_ports: local.allowed,
+        dns_forward,
+        proxy,
+        bridges,
+        closure: closure_paths,
+        entry_exe,
+        init_is_helper: host.init_exe.is_none(),
+        upstream_ca_files,
+        ca_bundle_source,
+        guard,
+        placeholders,
+        session_files,
+        session_dir: host.session_dir.clone(),
+        nix_daemon_socket,
+        held,
+        warnings,
+    })
+}
+
+/// The system layer: the host's system directories and the `/etc` entries programs need
+/// (host-system mode), or the closure and the `/bin/sh`, `/usr/bin/env` links (closure mode);
+/// with the places declared links may lead to and the sandbox's `PATH`.
+struct SystemLayer {
+    entries: Vec<Entry>,
+    permitted_roots: Vec<PathBuf>,
+    closure_paths: Vec<PathBuf>,
+    path_var: String,
+}
+
+fn system_layer(spec: &Spec, warnings: &mut Vec<String>) -> Result<SystemLayer> {
+    let mut system: Vec<Entry> = Vec::new();
+    let mut permitted_roots: Vec<PathBuf> = Vec::new();
+    let mut closure_paths: Vec<PathBuf> = Vec::new();
+    let path_var;
+    match &spec.closure {
+        None => {
+            for dir in HOST_SYSTEM_DIRS {
+                let p = Path::new(dir);
+                match std::fs::symlink_metadata(p) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        // Merged-/usr hosts: keep /bin -> usr/bin a symlink, as on the host.
+                        if let Ok(t) = std::fs::read_link(p) {
+                            system.push(Entry::new(
+                                Why::System,
+                                Mount::Symlink {
+                                    target: t,
+                                    dest: p.into(),
+                                },
+                            ));
+                        }
+                    }
+                    Ok(m) if m.is_dir() => {
+                        system.push(Entry::new(
+                            Why::System,
+                            Mount::RoBind {
+                                src: p.into(),
+                                dest: p.into(),
+                            },
+                        ));
+                        permitted_roots.push(p.into());
+                    }
+                    _ => {}
+                }
+            }
+            for entry in HOST_ETC_ENTRIES {
+                let p = Path::new(entry);
+                // resolv.conf is bound as the network mode requires, below.
+                if *entry == "/etc/resolv.conf" || !p.exists() {
+                    continue;
+                }
+                system.push(Entry::new(
+                    Why::System,
+                    Mount::RoBind {
+                        src: p.into(),
+                        dest: p.into(),
+                    },
+                ));
+            }
+            path_var = spec
+                .path
+                .as_ref()
+                .map(|p| p.join(":"))
+                .unwrap_or_else(|| HOST_PATH.into());
+        }
+        Some(closure) => {
+            let mut missing = Vec::new();
+            for p in closure {
+                let p = PathBuf::from(p);
+                if !p.exists() {
+                    missing.push(p.display().to_string());
+                    continue;
+                }
+                system.push(Entry::new(
+                    Why::Closure,
+                    Mount::RoBind {
+                        src: p.clone(),
+                        dest: p.clone(),
+                    },
+                ));
+                closure_paths.push(p.clone());
+                permitted_roots.push(p);
+            }
+            if !missing.is_empty() {
+                // Fail closed: a closure with holes means the spec does not match this store.
+                return Err(PlanError::Refused(format!(
+                    "{} closure path(s) do not exist: {}. Fix: rebuild the sandbox so its spec matches the Nix store",
+                    missing.len(),
+                    missing.join(", ")
+                )));
+            }
+            let entries = spec.path.clone().unwrap_or_default();
+            path_var = entries.join(":");
+            // /bin/sh and /usr/bin/env: scripts' shebangs need them.
+            for (want, dest) in [("sh", "/bin/sh"), ("env", "/usr/bin/env")] {
+                match entries
+                    .iter()
+                    .map(|d| Path::new(d).join(want))
+                    .find(|c| c.exists())
+                {
+                    Some(found) => system.push(Entry::new(Why::System, Mount::Symlink {
+                        target: found,
+                        dest: dest.into(),
+                    })),
+                    None => warnings.push(format!(
+                        "no `{want}` on the sandbox PATH, so {dest} does not exist inside; add bash/coreutils to allowedPackages"
+                    )),
+                }
+            }
+        }
+    }
+    Ok(SystemLayer {
+        entries: system,
+        permitted_roots,
+        closure_paths,
+        path_var,
+    })
+}
+
+/// allowNix: the whole store read-only in place of the closure binds, the daemon's socket
+/// directory, and the variables that point Nix at the daemon. Refused without a daemon.
+fn allow_nix(
+    spec: &Spec,
+    host: &HostContext,
+    system: &mut Vec<Entry>,
+    permitted_roots: &mut Vec<PathBuf>,
+    warnings: &mut Vec<String>,
+) -> Result<NixAccess> {
+    let mut nix_env: Vec<(String, String)> = Vec::new();
+    let mut nix_daemon_socket = None;
+    if spec.allow_nix {
+        let store = Path::new("/nix/store");
+        let socket = host.nix.socket.clone();
+        if !host.nix.store_present || !host.nix.socket_present {
+            // Fail closed: allowNix without a daemon would only half work, confusingly.
+            return Err(PlanError::Refused(format!(
+                "allowNix needs the Nix daemon, but {} does not exist. Fix: start nix-daemon (e.g. systemctl start nix-daemon) or remove allowNix / --allow-nix",
+                if host.nix.store_present {
+                    socket.as_str()
+                } else {
+                    "/nix/store"
+                }
+            )));
+        }
+        // The whole store, read-only, replaces the per-path closure binds.
+        system
+            .retain(|e| !matches!(&e.mount, Mount::RoBind { dest, .. } if dest.starts_with(store)));
+        system.push(Entry::new(
+            Why::Closure,
+            Mount::RoBind {
+                src: store.into(),
+                dest: store.into(),
+            },
+        ));
+        permitted_roots.push(store.into());
+        // /nix/var holds the daemon socket (connecting works on a read-only mount).
+        system.push(Entry::new(
+            Why::NixDaemon,
+            Mount::RoBind {
+                src: "/nix/var".into(),
+                dest: "/nix/var".into(),
+            },
+        ));
+        let socket_dir = Path::new(&socket).parent().unwrap_or(Path::new("/"));
+        if !socket_dir.starts_with("/nix/var") {
+            system.push(Entry::new(
+                Why::NixDaemon,
+                Mount::RoBind {
+                    src: socket_dir.into(),
+                    dest: socket_dir.into(),
+                },
+            ));
+        }
+        nix_env.push(("NIX_REMOTE".into(), "daemon".into()));
+        nix_daemon_socket = Some(PathBuf::from(&socket));
+        nix_env.push(("NIX_DAEMON_SOCKET_PATH".into(), socket));
+        if spec.allowed_domains.is_some() {
+            warnings.push(
+                "allowNix: the Nix daemon runs outside the sandbox, so its own downloads (substituters, fetchers) are not limited by allowedDomains".into(),
+            );
+        }
+    }
+    Ok(NixAccess {
+        env: nix_env,
+        socket: nix_daemon_socket,
+    })
+}
+
+/// What allowNix adds besides mounts: the variables, and the socket the sandbox reaches.
+#[derive(Default)]
+struct NixAccess {
+    env: Vec<(String, String)>,
+    socket: Option<PathBuf>,
+}
+
+/// The declared paths (normalised), each checked against the launch guard's rules for
+/// declared paths: refused, or a question added to `guard`.
+fn declared_paths(
+    spec: &Spec,
+    host: &HostContext,
+    guard: &mut LaunchGuard,
+) -> Result<Vec<Declared>> {
+    let mut declared = Vec::new();
+    for (field, list, rw, kind) in [
+        ("rwDirs", &spec.rw_dirs, true, Kind::Dir),
+        ("rwFiles", &spec.rw_files, true, Kind::File),
+        ("roDirs", &spec.ro_dirs, false, Kind::Dir),
+        ("roFiles", &spec.ro_files, false, Kind::File),
+        ("rwHostConfig", &spec.rw_host_config, true, Kind::Either),
+    ] {
+        for p in list {
+            let path = normalize(p, &host.cwd, &host.home);
+            let real = std::fs::canonicalize(&path).ok();
+            let mut confirm = None;
+            for form in std::iter::once(&path).chain(&real) {
+                let c = crate::guard::declared_path(form, field, rw, &host.home)
+                    .map_err(PlanError::Refused)?;
+                confirm = confirm.or(c);
+            }
+            if let Some(c) = confirm {
+                *guard = guard.clone().and(c);
+            }
+            declared.push(Declared {
+                path,
+                rw,
+                kind,
+                field,
+            });
+        }
+    }
+    Ok(declared)
+}
+
+/// The git layout the sandbox exposes: the launch directory's repository (its root read-only
+/// above the launch directory, its git dirs read-write except what host git would execute or
+/// obey), and the same protection for repositories at the top of declared read-write dirs.
+struct GitBinds {
+    rw: Vec<PathBuf>,
+    ro: Vec<PathBuf>,
+    placeholders: Vec<(PathBuf, PlaceholderKind)>,
+    repo_root: Option<PathBuf>,
+}
+
+fn git_binds(
+    spec: &Spec,
+    host: &HostContext,
+    declared: &[Declared],
+    warnings: &mut Vec<String>,
+) -> Result<GitBinds> {
+    let mut git_rw: Vec<PathBuf> = Vec::new();
+    let mut git_ro: Vec<PathBuf> = Vec::new();
+    let mut placeholders = Vec::new();
+    let mut repo_root = None;
+    match git::inspect(&host.cwd, &host.home)? {
+        GitView::NoRepo => {}
+        GitView::Refused { warning, .. } => warnings.push(warning),
+        GitView::Repo(layout) => {
+            repo_root = Some(layout.root.clone());
+            git_rw = layout.rw_dirs;
+            git_ro = layout.ro_paths;
+            placeholders = layout.placeholders;
+            warnings.extend(layout.notes);
+            if !git_identity_declared(spec, declared, &host.home) {
+                warnings.push(
+                    "no git identity declared, so `git commit` will fail inside (user.useConfigOnly). Fix: set env GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL/GIT_COMMITTER_NAME/GIT_COMMITTER_EMAIL, or declare ~/.gitconfig in roFiles".into(),
+                );
+            }
+        }
+    }
+
+    // A repository at the top of a declared read-write directory (`--rw ~/other-repo`) gets
+    // the launch repository's protection (hooks, config, … read-only, pinned) in every git
+    // dir it owns; only what lies inside that directory is taken, it grants nothing more.
+    for d in declared.iter().filter(|d| d.rw && d.kind == Kind::Dir) {
+        if std::fs::canonicalize(&d.path).ok().as_ref() != Some(&d.path)
+            || d.path == host.cwd
+            || std::fs::symlink_metadata(d.path.join(".git")).is_err()
+        {
+            continue;
+        }
+        if let GitView::Repo(layout) = git::inspect(&d.path, &host.home)? {
+            if layout.root != d.path {
+                continue;
+            }
+            let inside = |p: &PathBuf| p.starts_with(&d.path);
+            git_rw.extend(layout.rw_dirs.into_iter().filter(inside));
+            git_ro.extend(layout.ro_paths.into_iter().filter(inside));
+            placeholders.extend(layout.placeholders.into_iter().filter(|(p, _)| inside(p)));
+            warnings.extend(layout.notes);
+        }
+    }
+    Ok(GitBinds {
+        rw: git_rw,
+        ro: git_ro,
+        placeholders,
+        repo_root,
+    })
+}
+
+/// The Linux plumbing every sandbox gets: `/proc` (its settings read-only), `/dev`, the
+/// synthetic identity files and the masks of what identifies the host, and `/etc/resolv.conf`
+/// as the network mode needs it; with the session files they are read from and the address
+/// pasta forwards DNS to (open mode with a resolver on the host's loopback).
+struct Plumbing {
+    entries: Vec<Entry>,
+    session_files: Vec<(String, String)>,
+    dns_forward: Option<String>,
+}
+
+fn plumbing(spec: &Spec, host: &HostContext, network: &Network) -> Plumbing {
+    let mut entries = Vec::new();
+    entries.push(Entry::new(
+        Why::Kernel,
+        Mount::Proc {
+            dest: "/proc".into(),
+        },
+    ));
+    // Fail closed on kernel settings: bwrap 0.8 means to remount /proc/sys read-only but skips
+    // it (its write probe on the directory always fails), and launched by root the sandbox
+    // user passes /proc/sys's uid check, so core_pattern & co. would be writable: host root.
+    for p in &host.proc_ro {
+        entries.push(Entry::new(
+            Why::Kernel,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: p.clone(),
+            },
+        ));
+    }
+    entries.push(Entry::new(
+        Why::Kernel,
+        Mount::Dev {
+            dest: "/dev".into(),
+        },
+    ));
+    // Synthetic identity files: one line, no host user names.
+    entries.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("passwd"),
+            dest: "/etc/passwd".into(),
+        },
+    ));
+    entries.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("group"),
+            dest: "/etc/group".into(),
+        },
+    ));
+    let mut session_files = vec![
+        (
+            "passwd".to_string(),
+            format!(
+                "sandbox:x:{}:{}:sandbox:{}:/bin/sh\n",
+                host.uid,
+                host.gid,
+                host.home.display()
+            ),
+        ),
+        ("group".to_string(), format!("sandbox:x:{}:\n", host.gid)),
+    ];
+    if spec.closure.is_some() {
+        session_files.push((
+            "hosts".into(),
+            "127.0.0.1 localhost\n::1 localhost\n".into(),
+        ));
+        session_files.push(("nsswitch.conf".into(), "hosts: files dns\n".into()));
+        for f in ["hosts", "nsswitch.conf"] {
+            entries.push(Entry::new(
+                Why::Identity,
+                Mount::RoBind {
+                    src: host.session_dir.join(f),
+                    dest: Path::new("/etc").join(f),
+                },
+            ));
+        }
+    }
+    // The kernel command line and boot id identify the host; mask them.
+    // An empty regular file, not /dev/null: device nodes are unreadable on bwrap's nodev binds.
+    entries.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("empty"),
+            dest: "/proc/cmdline".into(),
+        },
+    ));
+    entries.push(Entry::new(
+        Why::Identity,
+        Mount::RoBind {
+            src: host.session_dir.join("boot_id"),
+            dest: "/proc/sys/kernel/random/boot_id".into(),
+        },
+    ));
+    session_files.push(("empty".into(), String::new()));
+    session_files.push((
+        "boot_id".into(),
+        "00000000-0000-4000-8000-000000000000\n".into(),
+    ));
+
+    let mut dns_forward = None;
+    match network {
+        Network::Open => {
+            let host_resolv = host.resolv_conf.clone().unwrap_or_default();
+            if resolv_needs_forward(&host_resolv) {
+                // The host's resolver listens on its loopback (systemd-resolved, dnsmasq),
+                // which the sandbox cannot reach: pasta forwards this address to it instead.
+                dns_forward = Some(DNS_FORWARD_ADDR.to_string());
+                session_files.push((
+                    "resolv.conf".into(),
+                    format!(
+                        "nameserver {DNS_FORWARD_ADDR}\n{}",
+                        resolv_options(&host_resolv)
+                    ),
+                ));
+                entries.push(Entry::new(
+                    Why::Resolv,
+                    Mount::RoBind {
+                        src: host.session_dir.join("resolv.conf"),
+                        dest: "/etc/resolv.conf".into(),
+                    },
+                ));
+            } else if host.resolv_conf.is_some() {
+                entries.push(Entry::new(
+                    Why::Resolv,
+                    Mount::RoBind {
+                        src: "/etc/resolv.conf".into(),
+                        dest: "/etc/resolv.conf".into(),
+                    },
+                ));
+            }
+        }
+        Network::Blocked | Network::Filtered(_) => {
+            // No DNS inside: the proxy (if any) resolves names after its policy check.
+            session_files.push(("resolv.conf".into(), String::new()));
+            entries.push(Entry::new(
+                Why::Resolv,
+                Mount::RoBind {
+                    src: host.session_dir.join("resolv.conf"),
+                    dest: "/etc/resolv.conf".into(),
+                },
+            ));
+        }
+    }
+    Plumbing {
+        entries,
+        session_files,
+        dns_forward,
+    }
+}
+
+/// The sandbox's environment: a fixed base (home, `PATH`, `TMPDIR`, `SHELL`, `TERM`, the
+/// host's CA bundle in host-system mode, git's use-config-only), allowNix's, then the spec's.
+fn environment(
+    spec: &Spec,
+    host: &HostContext,
+    path_var: String,
+    nix_env: Vec<(String, String)>,
+) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert("HOME".into(), host.home.display().to_string());
     env.insert("PATH".into(), path_var);
@@ -1230,13 +1405,35 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     for (k, v) in &spec.env {
         env.insert(k.clone(), v.clone());
     }
+    env
+}
 
+/// How the sandbox reaches the host: the host loopback ports (bridged where the sandbox can
+/// listen on them), the proxy's port in filtered mode with the variables that name it, and the
+/// session's CA bundle (the proxy's CA, the upstream CAs the user named).
+struct Wiring {
+    local: LocalPorts,
+    ca_bundle_source: Option<PathBuf>,
+    proxy: Option<ProxyPort>,
+    bridges: Vec<Bridge>,
+    /// Whether the session's shared directory is bound inside (sockets, the CA bundle).
+    shares_session: bool,
+}
+
+fn wiring(
+    spec: &Spec,
+    host: &HostContext,
+    network: &Network,
+    upstream_ca_files: &[PathBuf],
+    env: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Wiring {
     let local = local_ports(
         spec.allowed_local_ports.as_deref(),
         &host.listening_ports,
         host.lowest_bridged_port,
     );
-    warnings.extend(local.warning);
+    warnings.extend(local.warning.clone());
     let ca_bundle_source = ["SSL_CERT_FILE", "NIX_SSL_CERT_FILE"]
         .iter()
         .find_map(|k| spec.env.get(*k))
@@ -1285,43 +1482,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             host_port: p,
         })
         .collect();
-    if !bridges.is_empty() || proxy.is_some() || session_bundle {
-        mounts.push(Entry::new(
-            Why::Session,
-            Mount::RoBind {
-                src: host.session_dir.join(SESSION_SHARED_DIR),
-                dest: SESSION_MOUNT.into(),
-            },
-        ));
-    }
-
-    Ok(Plan {
-        out_name,
-        command,
-        cwd: host.cwd.clone(),
-        home: host.home.clone(),
-        uid: host.uid,
-        gid: host.gid,
-        mounts,
-        env,
-        network,
-        allowed_local_ports: local.allowed,
-        dns_forward,
+    Wiring {
+        shares_session: !bridges.is_empty() || proxy.is_some() || session_bundle,
+        local,
+        ca_bundle_source,
         proxy,
         bridges,
-        closure: closure_paths,
-        entry_exe,
-        init_is_helper: host.init_exe.is_none(),
-        upstream_ca_files,
-        ca_bundle_source,
-        guard,
-        placeholders,
-        session_files,
-        session_dir: host.session_dir.clone(),
-        nix_daemon_socket,
-        held,
-        warnings,
-    })
+    }
 }
 
 /// The host loopback ports of a plan; see [`local_ports`].
