@@ -436,12 +436,7 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let mut guard = launch_guard(&host.cwd, host.cwd_link.clone(), &host.home, host.uid)?;
 
     let command = command_line(spec, args)?;
-    let out_name = spec.out_name.clone().unwrap_or_else(|| {
-        Path::new(&command[0])
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "sandbox".into())
-    });
+    let out_name = sandbox_name(spec, args);
 
     let SystemLayer {
         entries: mut system,
@@ -2087,6 +2082,19 @@ fn resolv_options(text: &str) -> String {
         })
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+/// The sandbox's name (messages, the session directory's name): `outName`, else the file name
+/// of the program (`program`, else the command line's first word), else "sandbox".
+pub fn sandbox_name(spec: &Spec, args: &[OsString]) -> String {
+    spec.out_name.clone().unwrap_or_else(|| {
+        spec.program
+            .as_ref()
+            .map(PathBuf::from)
+            .or_else(|| args.first().map(PathBuf::from))
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "sandbox".into())
+    })
 }
 
 fn command_line(spec: &Spec, args: &[OsString]) -> Result<Vec<OsString>> {

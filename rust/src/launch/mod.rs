@@ -94,18 +94,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         prompts::confirm(asked.reasons(), &cwd)?;
     }
 
-    let out_hint = spec
-        .out_name
-        .clone()
-        .or_else(|| {
-            spec.program
-                .as_ref()
-                .map(PathBuf::from)
-                .or_else(|| a.command.first().map(PathBuf::from))
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        })
-        .unwrap_or_else(|| "sandbox".into())
-        .replace(|c: char| c == '/' || c.is_control(), "_");
+    // The session directory's name: no separators or control characters.
+    let out_hint =
+        plan::sandbox_name(&spec, &a.command).replace(|c: char| c == '/' || c.is_control(), "_");
     let base = session::base_dir(std::env::var("XDG_STATE_HOME").ok().as_deref(), &home);
     // Canonical, so a symlinked state dir cannot smuggle the session files into a writable
     // bind unnoticed (check_session_dir_hidden compares real paths).

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::plan::INIT_PATH;
 use crate::plan::{Bridge, LaunchGuard};
