@@ -459,175 +459,28 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         repo_root,
     } = git_binds(spec, host, &declared, &mut warnings)?;
 
-    permitted_roots.push(host.cwd.clone());
-    permitted_roots.extend(repo_root.iter().cloned());
-    permitted_roots.extend(git_rw.iter().cloned());
-    // Declared paths that are not symlinks are permitted places for the others.
-    for d in &declared {
-        if let Ok(c) = std::fs::canonicalize(&d.path) {
-            if c == d.path {
-                permitted_roots.push(c);
-            }
-        }
-    }
-    let mut permitted = Permitted::new(permitted_roots);
-    // Links may lead into the store only where it is the real directory the links name.
-    let store_dir = Path::new(symlinks::NIX_STORE);
-    if std::fs::canonicalize(store_dir).ok().as_deref() == Some(store_dir) {
-        permitted = permitted.with_store(store_dir);
-    }
-
-    let allowed_sockets = allowed_sockets(spec, host);
-    let mut allowed_used = vec![false; allowed_sockets.len()];
-    let mut found_sockets: Vec<Found> = Vec::new();
-    let mut missing = Vec::new();
-    let mut wrong_kind = Vec::new();
-    let mut user_mounts: Vec<UserMount> = Vec::new();
-    let mut held = BTreeMap::new();
-    let mut resolved = Vec::new();
-    let mut store_entries = std::collections::BTreeSet::new();
-    for d in &declared {
-        match symlinks::resolve_declared(&d.path, &permitted)? {
-            r @ Resolved::Refused { .. } => warnings.extend(symlinks::refused_warning(&r)),
-            Resolved::Missing(p) => missing.push(format!("{} ({})", p.display(), d.field)),
-            r => {
-                if let Resolved::ViaLink { store, .. } = &r {
-                    store_entries.extend(store.iter().cloned());
-                }
-                resolved.push((d, r));
-            }
-        }
-    }
-    let view = View::of(
-        system.iter().map(|e| &e.mount),
-        &store_entries,
+    let DeclaredResolution {
+        user_mounts,
+        mut held,
+        mut found_sockets,
+        allowed_sockets,
+        mut allowed_used,
+        upstream_ca_files,
+    } = resolve_declared_paths(
+        spec,
         host,
-        &repo_root,
-        &git_rw,
-        &git_ro,
-    );
-    for (d, placed) in place_declared(resolved, view) {
-        let Placed {
-            src,
-            dest,
-            left_link,
-        } = placed;
-        let Ok(meta) = std::fs::metadata(&src) else {
-            missing.push(format!("{} ({})", d.path.display(), d.field));
-            continue;
-        };
-        let is_dir = meta.is_dir();
-        if d.kind != Kind::Either && is_dir != (d.kind == Kind::Dir) {
-            let (is, belongs) = if is_dir {
-                ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
-            } else {
-                ("a file", if d.rw { "rwFiles" } else { "roFiles" })
-            };
-            wrong_kind.push(format!(
-                "{} ({}) is {is}; declare it in {belongs}",
-                d.path.display(),
-                d.field
-            ));
-            continue;
-        }
-        if is_dir {
-            // One walk finds both the dangling links and the sockets to mask.
-            let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
-            warnings.extend(symlinks::scan_warning(&report));
-            store_entries.extend(report.store.iter().cloned());
-            warnings.extend(sockets::unscanned_warning(&dest, &report));
-            found_sockets.extend(report.sockets.iter().filter_map(|h| {
-                let inside = dest.join(h.strip_prefix(&src).ok()?);
-                Some(Found {
-                    host: h.clone(),
-                    inside,
-                })
-            }));
-        } else if std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
-            let f = Found {
-                host: src.clone(),
-                inside: dest.clone(),
-            };
-            let by: Vec<usize> = (0..allowed_sockets.len())
-                .filter(|&i| allowed_sockets[i].covers(&f))
-                .collect();
-            if by.is_empty() {
-                // Fail closed: a declared socket can only be meant to be reached; that takes an explicit allow.
-                wrong_kind.push(sockets::declared_socket_refusal(&d.path, d.field));
-                continue;
-            }
-            by.iter().for_each(|&i| allowed_used[i] = true);
-        }
-        held.insert(src.clone(), held_from(&meta));
-        user_mounts.push(UserMount {
-            src,
-            dest,
-            rw: d.rw,
-            left_link,
-        });
-    }
-    // The store entries declared links and the links in declared directories go through or
-    // end in, read-only at their own paths: the closure (or, without one, nothing of the
-    // store) is all the sandbox has of the store otherwise. Only root or the Nix daemon writes
-    // there, so they are bound by path.
-    for entry in store_entries {
-        if !permitted.contains(&entry) {
-            system.push(Entry::new(
-                Why::Closure,
-                Mount::RoBind {
-                    src: entry.clone(),
-                    dest: entry.clone(),
-                },
-            ));
-            closure_paths.push(entry);
-        }
-    }
-    // The launch directory and the git layout live where agents write, too.
-    for p in std::iter::once(&host.cwd)
-        .chain(&repo_root)
-        .chain(&git_rw)
-        .chain(&git_ro)
-    {
-        let meta = std::fs::metadata(p).map_err(|e| {
-            PlanError::Refused(format!(
-                "cannot inspect {} ({e}), which the sandbox binds. Fix: make it readable, or launch elsewhere",
-                p.display()
-            ))
-        })?;
-        held.insert(p.clone(), held_from(&meta));
-    }
-    for (p, kind) in &placeholders {
-        let dir = *kind == PlaceholderKind::Dir;
-        held.insert(p.clone(), Held { dir, id: None });
-    }
-    let mut upstream_ca_files = Vec::new();
-    for f in &spec.upstream_ca_files {
-        let p = normalize(f, &host.cwd, &host.home);
-        match std::fs::metadata(&p) {
-            Ok(m) if m.is_file() => upstream_ca_files.push(p),
-            // Fail closed: a FIFO or a device is no CA file (and reading it could hang).
-            Ok(_) => wrong_kind.push(format!(
-                "{} (upstreamCaFiles) is not a regular file; give the CA certificate as a PEM file",
-                p.display()
-            )),
-            Err(_) => missing.push(format!("{} (upstreamCaFiles)", p.display())),
-        }
-    }
-    if !missing.is_empty() || !wrong_kind.is_empty() {
-        let mut parts = Vec::new();
-        if !missing.is_empty() {
-            parts.push(format!(
-                "{} declared path(s) do not exist: {}. Fix: create them (e.g. mkdir -p / touch) or remove them from the sandbox declaration",
-                missing.len(),
-                missing.join(", ")
-            ));
-        }
-        if !wrong_kind.is_empty() {
-            parts.push(wrong_kind.join("; "));
-        }
-        // Fail closed: a declaration we cannot honour exactly is not silently dropped.
-        return Err(PlanError::Refused(parts.join(". ")));
-    }
+        permitted_roots,
+        Around {
+            declared: &declared,
+            repo_root: &repo_root,
+            git_rw: &git_rw,
+            git_ro: &git_ro,
+            placeholders: &placeholders,
+        },
+        &mut system,
+        &mut closure_paths,
+        &mut warnings,
+    )?;
 
     // --- assemble, shallow before deep ------------------------------------------------
     // Each bind hides what an earlier mount put below its destination, so mounts are
@@ -1484,6 +1337,223 @@ fn wiring(
         proxy,
         bridges,
     }
+}
+
+/// The declared paths resolved against the places they may lead to: each bound at its place
+/// (or left to a link the sandbox shows), with the sockets found in them, the store entries
+/// their links need (bound read-only), every source the launcher then holds by descriptor, and
+/// the upstream CA files. Refused when a declared path is missing or of the wrong kind.
+struct DeclaredResolution {
+    user_mounts: Vec<UserMount>,
+    held: BTreeMap<PathBuf, Held>,
+    found_sockets: Vec<Found>,
+    allowed_sockets: Vec<Allowed>,
+    allowed_used: Vec<bool>,
+    upstream_ca_files: Vec<PathBuf>,
+}
+
+/// The layout around the declared paths that they are resolved against.
+struct Around<'a> {
+    declared: &'a [Declared],
+    repo_root: &'a Option<PathBuf>,
+    git_rw: &'a [PathBuf],
+    git_ro: &'a [PathBuf],
+    placeholders: &'a [(PathBuf, PlaceholderKind)],
+}
+
+fn resolve_declared_paths(
+    spec: &Spec,
+    host: &HostContext,
+    mut permitted_roots: Vec<PathBuf>,
+    around: Around<'_>,
+    system: &mut Vec<Entry>,
+    closure_paths: &mut Vec<PathBuf>,
+    warnings: &mut Vec<String>,
+) -> Result<DeclaredResolution> {
+    let Around {
+        declared,
+        repo_root,
+        git_rw,
+        git_ro,
+        placeholders,
+    } = around;
+    permitted_roots.push(host.cwd.clone());
+    permitted_roots.extend(repo_root.iter().cloned());
+    permitted_roots.extend(git_rw.iter().cloned());
+    // Declared paths that are not symlinks are permitted places for the others.
+    for d in declared {
+        if let Ok(c) = std::fs::canonicalize(&d.path) {
+            if c == d.path {
+                permitted_roots.push(c);
+            }
+        }
+    }
+    let mut permitted = Permitted::new(permitted_roots);
+    // Links may lead into the store only where it is the real directory the links name.
+    let store_dir = Path::new(symlinks::NIX_STORE);
+    if std::fs::canonicalize(store_dir).ok().as_deref() == Some(store_dir) {
+        permitted = permitted.with_store(store_dir);
+    }
+
+    let allowed_sockets = allowed_sockets(spec, host);
+    let mut allowed_used = vec![false; allowed_sockets.len()];
+    let mut found_sockets: Vec<Found> = Vec::new();
+    let mut missing = Vec::new();
+    let mut wrong_kind = Vec::new();
+    let mut user_mounts: Vec<UserMount> = Vec::new();
+    let mut held = BTreeMap::new();
+    let mut resolved = Vec::new();
+    let mut store_entries = std::collections::BTreeSet::new();
+    for d in declared {
+        match symlinks::resolve_declared(&d.path, &permitted)? {
+            r @ Resolved::Refused { .. } => warnings.extend(symlinks::refused_warning(&r)),
+            Resolved::Missing(p) => missing.push(format!("{} ({})", p.display(), d.field)),
+            r => {
+                if let Resolved::ViaLink { store, .. } = &r {
+                    store_entries.extend(store.iter().cloned());
+                }
+                resolved.push((d, r));
+            }
+        }
+    }
+    let view = View::of(
+        system.iter().map(|e| &e.mount),
+        &store_entries,
+        host,
+        repo_root,
+        git_rw,
+        git_ro,
+    );
+    for (d, placed) in place_declared(resolved, view) {
+        let Placed {
+            src,
+            dest,
+            left_link,
+        } = placed;
+        let Ok(meta) = std::fs::metadata(&src) else {
+            missing.push(format!("{} ({})", d.path.display(), d.field));
+            continue;
+        };
+        let is_dir = meta.is_dir();
+        if d.kind != Kind::Either && is_dir != (d.kind == Kind::Dir) {
+            let (is, belongs) = if is_dir {
+                ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
+            } else {
+                ("a file", if d.rw { "rwFiles" } else { "roFiles" })
+            };
+            wrong_kind.push(format!(
+                "{} ({}) is {is}; declare it in {belongs}",
+                d.path.display(),
+                d.field
+            ));
+            continue;
+        }
+        if is_dir {
+            // One walk finds both the dangling links and the sockets to mask.
+            let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
+            warnings.extend(symlinks::scan_warning(&report));
+            store_entries.extend(report.store.iter().cloned());
+            warnings.extend(sockets::unscanned_warning(&dest, &report));
+            found_sockets.extend(report.sockets.iter().filter_map(|h| {
+                let inside = dest.join(h.strip_prefix(&src).ok()?);
+                Some(Found {
+                    host: h.clone(),
+                    inside,
+                })
+            }));
+        } else if std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+            let f = Found {
+                host: src.clone(),
+                inside: dest.clone(),
+            };
+            let by: Vec<usize> = (0..allowed_sockets.len())
+                .filter(|&i| allowed_sockets[i].covers(&f))
+                .collect();
+            if by.is_empty() {
+                // Fail closed: a declared socket can only be meant to be reached; that takes an explicit allow.
+                wrong_kind.push(sockets::declared_socket_refusal(&d.path, d.field));
+                continue;
+            }
+            by.iter().for_each(|&i| allowed_used[i] = true);
+        }
+        held.insert(src.clone(), held_from(&meta));
+        user_mounts.push(UserMount {
+            src,
+            dest,
+            rw: d.rw,
+            left_link,
+        });
+    }
+    // The store entries declared links and the links in declared directories go through or
+    // end in, read-only at their own paths: the closure (or, without one, nothing of the
+    // store) is all the sandbox has of the store otherwise. Only root or the Nix daemon writes
+    // there, so they are bound by path.
+    for entry in store_entries {
+        if !permitted.contains(&entry) {
+            system.push(Entry::new(
+                Why::Closure,
+                Mount::RoBind {
+                    src: entry.clone(),
+                    dest: entry.clone(),
+                },
+            ));
+            closure_paths.push(entry);
+        }
+    }
+    // The launch directory and the git layout live where agents write, too.
+    for p in std::iter::once(&host.cwd)
+        .chain(repo_root)
+        .chain(git_rw)
+        .chain(git_ro)
+    {
+        let meta = std::fs::metadata(p).map_err(|e| {
+            PlanError::Refused(format!(
+                "cannot inspect {} ({e}), which the sandbox binds. Fix: make it readable, or launch elsewhere",
+                p.display()
+            ))
+        })?;
+        held.insert(p.clone(), held_from(&meta));
+    }
+    for (p, kind) in placeholders {
+        let dir = *kind == PlaceholderKind::Dir;
+        held.insert(p.clone(), Held { dir, id: None });
+    }
+    let mut upstream_ca_files = Vec::new();
+    for f in &spec.upstream_ca_files {
+        let p = normalize(f, &host.cwd, &host.home);
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => upstream_ca_files.push(p),
+            // Fail closed: a FIFO or a device is no CA file (and reading it could hang).
+            Ok(_) => wrong_kind.push(format!(
+                "{} (upstreamCaFiles) is not a regular file; give the CA certificate as a PEM file",
+                p.display()
+            )),
+            Err(_) => missing.push(format!("{} (upstreamCaFiles)", p.display())),
+        }
+    }
+    if !missing.is_empty() || !wrong_kind.is_empty() {
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            parts.push(format!(
+                "{} declared path(s) do not exist: {}. Fix: create them (e.g. mkdir -p / touch) or remove them from the sandbox declaration",
+                missing.len(),
+                missing.join(", ")
+            ));
+        }
+        if !wrong_kind.is_empty() {
+            parts.push(wrong_kind.join("; "));
+        }
+        // Fail closed: a declaration we cannot honour exactly is not silently dropped.
+        return Err(PlanError::Refused(parts.join(". ")));
+    }
+    Ok(DeclaredResolution {
+        user_mounts,
+        held,
+        found_sockets,
+        allowed_sockets,
+        allowed_used,
+        upstream_ca_files,
+    })
 }
 
 /// The host loopback ports of a plan; see [`local_ports`].
