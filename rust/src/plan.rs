@@ -482,176 +482,27 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         &mut warnings,
     )?;
 
-    // --- assemble, shallow before deep ------------------------------------------------
-    // Each bind hides what an earlier mount put below its destination, so mounts are
-    // ordered by depth; for the same destination the most protective entry wins.
-    let mut layered: Vec<(u8, Mount, Why)> = Vec::new(); // (priority, mount, why)
-    let tmp = PathBuf::from("/tmp");
-    layered.push((0, Mount::Tmpfs { dest: tmp }, Why::Scratch));
-    layered.push((
-        0,
-        Mount::Tmpfs {
-            dest: "/run".into(),
+    let UserLayer {
+        layered,
+        keep,
+        kept_ro,
+        placeholders: protected_placeholders,
+    } = user_layer(
+        spec,
+        host,
+        Around {
+            declared: &declared,
+            repo_root: &repo_root,
+            git_rw: &git_rw,
+            git_ro: &git_ro,
+            placeholders: &placeholders,
         },
-        Why::Scratch,
-    ));
-    layered.push((
-        0,
-        Mount::Tmpfs {
-            dest: host.home.clone(),
-        },
-        Why::Home,
-    ));
-    if let Some(root) = &repo_root {
-        if root != &host.cwd {
-            layered.push((
-                1,
-                Mount::RoBind {
-                    src: root.clone(),
-                    dest: root.clone(),
-                },
-                Why::Repo,
-            ));
-        }
-    }
-    layered.push((
-        3,
-        Mount::Bind {
-            src: host.cwd.clone(),
-            dest: host.cwd.clone(),
-        },
-        Why::Launch,
-    ));
-    // A git dir or pin inside a path declared read-only stays read-only: a pin grants only
-    // what was writable anyway (regression: `--ro src` with `core.hooksPath = src/hooks`
-    // pinned `src` read-write).
-    let declared_ro: Vec<&PathBuf> = user_mounts
-        .iter()
-        .filter(|u| !u.rw && u.src == u.dest)
-        .map(|u| &u.src)
-        .collect();
-    for d in &git_rw {
-        let (src, dest) = (d.clone(), d.clone());
-        let m = if declared_ro.iter().any(|r| d.starts_with(r)) {
-            Mount::RoBind { src, dest }
-        } else {
-            Mount::Bind { src, dest }
-        };
-        layered.push((3, m, Why::GitDir));
-    }
-    for p in &git_ro {
-        layered.push((
-            4,
-            Mount::RoBind {
-                src: p.clone(),
-                dest: p.clone(),
-            },
-            Why::Protect,
-        ));
-    }
-    for (p, _) in &placeholders {
-        layered.push((
-            4,
-            Mount::RoBind {
-                src: p.clone(),
-                dest: p.clone(),
-            },
-            Why::Placeholder,
-        ));
-    }
-    // Declared paths at their own place first; aliases (declared links) after, since their
-    // mode depends on how their target is already exposed.
-    let (direct, aliases): (Vec<_>, Vec<_>) = user_mounts
-        .into_iter()
-        .partition(|u| u.src == u.dest && u.left_link.is_none());
-    for UserMount { src, dest, rw, .. } in direct {
-        let m = if rw {
-            Mount::Bind { src, dest }
-        } else {
-            Mount::RoBind { src, dest }
-        };
-        layered.push((if rw { 2 } else { 1 }, m, Why::Declared));
-    }
-    for UserMount {
-        src,
-        dest,
-        rw,
-        left_link,
-    } in aliases
-    {
-        let exposed: Vec<&Mount> = system
-            .iter()
-            .map(|e| &e.mount)
-            .chain(layered.iter().map(|(_, m, _)| m))
-            .collect();
-        if let Some(left) = left_link {
-            // The link itself resolves inside to `src`, exposed already: at most its mode
-            // changes, and only ever to read-only.
-            let holder_rw = matches!(holder(&src, &exposed), Some(Mount::Bind { .. }));
-            if rw && !holder_rw {
-                warnings.push(read_only_link_warning(&left.declared, &src));
-            }
-            warnings.extend(
-                left.hidden_hop
-                    .map(|hop| left_link_dangles(&left.declared, &hop, &src)),
-            );
-            if !rw && holder_rw {
-                layered.push((1, Mount::RoBind { src, dest }, Why::Alias));
-            }
-            continue;
-        }
-        // Fail closed: a link declared read-write must not become a writable second view of
-        // something the sandbox only shows read-only (a ro-declared file, git hooks, /usr,
-        // the store), nor of a directory that holds read-only mounts (binds do not carry them
-        // along).
-        let writable = rw && alias_may_be_writable(&src, &exposed);
-        if rw && !writable {
-            warnings.push(read_only_link_warning(&dest, &src));
-        }
-        let m = if writable {
-            Mount::Bind { src, dest }
-        } else {
-            Mount::RoBind { src, dest }
-        };
-        layered.push((if writable { 2 } else { 1 }, m, Why::Alias));
-    }
-    let exempt: Vec<PathBuf> = spec
-        .rw_host_config
-        .iter()
-        .map(|p| normalize(p, &host.cwd, &host.home))
-        .flat_map(|p| [crate::session::canonical_lenient(&p), p])
-        .collect();
-    let protected = protect_paths(host, &git_rw, &exempt, &mut layered, &mut held)?;
-    let state_masks = state_dir_masks(host, &layered)?;
-    // What lies under a mask is out of sight: its sockets need no masks of their own.
-    found_sockets.retain(|f| !state_masks.iter().any(|m| f.inside.starts_with(m)));
-    layered.extend(
-        state_masks
-            .into_iter()
-            .map(|dest| (5, Mount::Mask { dest }, Why::StateMask)),
-    );
-    warnings.extend(crate::protect::warning(&protected.kept));
-    let kept_ro: Vec<PathBuf> = protected.kept.iter().map(|k| k.path.clone()).collect();
-    // Made directories are parents of placeholders: created first.
-    placeholders.extend(
-        protected
-            .made
-            .iter()
-            .map(|d| (d.clone(), PlaceholderKind::Dir)),
-    );
-    placeholders.extend(protected.settled.placeholders);
-    let mut by_dest: BTreeMap<PathBuf, (u8, usize)> = BTreeMap::new();
-    for (i, (prio, m, _)) in layered.iter().enumerate() {
-        let e = by_dest.entry(m.dest().to_path_buf()).or_insert((*prio, i));
-        if *prio >= e.0 {
-            *e = (*prio, i);
-        }
-    }
-    let mut keep: Vec<(usize, usize)> = by_dest
-        .values()
-        .map(|(_, i)| (layered[*i].1.dest().components().count(), *i))
-        .collect();
-    keep.sort();
+        &system,
+        user_mounts,
+        (&mut held, &mut found_sockets),
+        &mut warnings,
+    )?;
+    placeholders.extend(protected_placeholders);
 
     let network = network_mode(spec);
     let Plumbing {
@@ -1553,6 +1404,215 @@ fn resolve_declared_paths(
         allowed_sockets,
         allowed_used,
         upstream_ca_files,
+    })
+}
+
+/// The user layer, shallow before deep (each bind hides what an earlier mount put below its
+/// destination; for one destination the most protective entry wins): the private /tmp, /run
+/// and home, the repository, the launch directory, the git layout and its placeholders, the
+/// declared paths and their links, the paths kept read-only inside writable ones (pins and
+/// placeholders added), and the masks of the launcher's state directory. `keep` lists the
+/// entries of `layered` that win, in the order to mount them.
+struct UserLayer {
+    layered: Vec<(u8, Mount, Why)>,
+    keep: Vec<(usize, usize)>,
+    kept_ro: Vec<PathBuf>,
+    /// Placeholders the protected paths add (their directories first).
+    placeholders: Vec<(PathBuf, PlaceholderKind)>,
+}
+
+fn user_layer(
+    spec: &Spec,
+    host: &HostContext,
+    around: Around<'_>,
+    system: &[Entry],
+    user_mounts: Vec<UserMount>,
+    resolved: (&mut BTreeMap<PathBuf, Held>, &mut Vec<Found>),
+    warnings: &mut Vec<String>,
+) -> Result<UserLayer> {
+    let Around {
+        repo_root,
+        git_rw,
+        git_ro,
+        placeholders: planned,
+        ..
+    } = around;
+    let (held, found_sockets) = resolved;
+    let mut placeholders = Vec::new();
+    // Each bind hides what an earlier mount put below its destination, so mounts are
+    // ordered by depth; for the same destination the most protective entry wins.
+    let mut layered: Vec<(u8, Mount, Why)> = Vec::new(); // (priority, mount, why)
+    let tmp = PathBuf::from("/tmp");
+    layered.push((0, Mount::Tmpfs { dest: tmp }, Why::Scratch));
+    layered.push((
+        0,
+        Mount::Tmpfs {
+            dest: "/run".into(),
+        },
+        Why::Scratch,
+    ));
+    layered.push((
+        0,
+        Mount::Tmpfs {
+            dest: host.home.clone(),
+        },
+        Why::Home,
+    ));
+    if let Some(root) = &repo_root {
+        if root != &host.cwd {
+            layered.push((
+                1,
+                Mount::RoBind {
+                    src: root.clone(),
+                    dest: root.clone(),
+                },
+                Why::Repo,
+            ));
+        }
+    }
+    layered.push((
+        3,
+        Mount::Bind {
+            src: host.cwd.clone(),
+            dest: host.cwd.clone(),
+        },
+        Why::Launch,
+    ));
+    // A git dir or pin inside a path declared read-only stays read-only: a pin grants only
+    // what was writable anyway (regression: `--ro src` with `core.hooksPath = src/hooks`
+    // pinned `src` read-write).
+    let declared_ro: Vec<&PathBuf> = user_mounts
+        .iter()
+        .filter(|u| !u.rw && u.src == u.dest)
+        .map(|u| &u.src)
+        .collect();
+    for d in git_rw {
+        let (src, dest) = (d.clone(), d.clone());
+        let m = if declared_ro.iter().any(|r| d.starts_with(r)) {
+            Mount::RoBind { src, dest }
+        } else {
+            Mount::Bind { src, dest }
+        };
+        layered.push((3, m, Why::GitDir));
+    }
+    for p in git_ro {
+        layered.push((
+            4,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: p.clone(),
+            },
+            Why::Protect,
+        ));
+    }
+    for (p, _) in planned {
+        layered.push((
+            4,
+            Mount::RoBind {
+                src: p.clone(),
+                dest: p.clone(),
+            },
+            Why::Placeholder,
+        ));
+    }
+    // Declared paths at their own place first; aliases (declared links) after, since their
+    // mode depends on how their target is already exposed.
+    let (direct, aliases): (Vec<_>, Vec<_>) = user_mounts
+        .into_iter()
+        .partition(|u| u.src == u.dest && u.left_link.is_none());
+    for UserMount { src, dest, rw, .. } in direct {
+        let m = if rw {
+            Mount::Bind { src, dest }
+        } else {
+            Mount::RoBind { src, dest }
+        };
+        layered.push((if rw { 2 } else { 1 }, m, Why::Declared));
+    }
+    for UserMount {
+        src,
+        dest,
+        rw,
+        left_link,
+    } in aliases
+    {
+        let exposed: Vec<&Mount> = system
+            .iter()
+            .map(|e| &e.mount)
+            .chain(layered.iter().map(|(_, m, _)| m))
+            .collect();
+        if let Some(left) = left_link {
+            // The link itself resolves inside to `src`, exposed already: at most its mode
+            // changes, and only ever to read-only.
+            let holder_rw = matches!(holder(&src, &exposed), Some(Mount::Bind { .. }));
+            if rw && !holder_rw {
+                warnings.push(read_only_link_warning(&left.declared, &src));
+            }
+            warnings.extend(
+                left.hidden_hop
+                    .map(|hop| left_link_dangles(&left.declared, &hop, &src)),
+            );
+            if !rw && holder_rw {
+                layered.push((1, Mount::RoBind { src, dest }, Why::Alias));
+            }
+            continue;
+        }
+        // Fail closed: a link declared read-write must not become a writable second view of
+        // something the sandbox only shows read-only (a ro-declared file, git hooks, /usr,
+        // the store), nor of a directory that holds read-only mounts (binds do not carry them
+        // along).
+        let writable = rw && alias_may_be_writable(&src, &exposed);
+        if rw && !writable {
+            warnings.push(read_only_link_warning(&dest, &src));
+        }
+        let m = if writable {
+            Mount::Bind { src, dest }
+        } else {
+            Mount::RoBind { src, dest }
+        };
+        layered.push((if writable { 2 } else { 1 }, m, Why::Alias));
+    }
+    let exempt: Vec<PathBuf> = spec
+        .rw_host_config
+        .iter()
+        .map(|p| normalize(p, &host.cwd, &host.home))
+        .flat_map(|p| [crate::session::canonical_lenient(&p), p])
+        .collect();
+    let protected = protect_paths(host, git_rw, &exempt, &mut layered, held)?;
+    let state_masks = state_dir_masks(host, &layered)?;
+    // What lies under a mask is out of sight: its sockets need no masks of their own.
+    found_sockets.retain(|f| !state_masks.iter().any(|m| f.inside.starts_with(m)));
+    layered.extend(
+        state_masks
+            .into_iter()
+            .map(|dest| (5, Mount::Mask { dest }, Why::StateMask)),
+    );
+    warnings.extend(crate::protect::warning(&protected.kept));
+    let kept_ro: Vec<PathBuf> = protected.kept.iter().map(|k| k.path.clone()).collect();
+    // Made directories are parents of placeholders: created first.
+    placeholders.extend(
+        protected
+            .made
+            .iter()
+            .map(|d| (d.clone(), PlaceholderKind::Dir)),
+    );
+    placeholders.extend(protected.settled.placeholders);
+    let mut by_dest: BTreeMap<PathBuf, (u8, usize)> = BTreeMap::new();
+    for (i, (prio, m, _)) in layered.iter().enumerate() {
+        let e = by_dest.entry(m.dest().to_path_buf()).or_insert((*prio, i));
+        if *prio >= e.0 {
+            *e = (*prio, i);
+        }
+    }
+    let mut keep: Vec<(usize, usize)> = by_dest
+        .values()
+        .map(|(_, i)| (layered[*i].1.dest().components().count(), *i))
+        .collect();
+    keep.sort();
+    Ok(UserLayer {
+        layered,
+        keep,
+        kept_ro,
+        placeholders,
     })
 }
 
