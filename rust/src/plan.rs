@@ -951,21 +951,30 @@ fn plumbing(spec: &Spec, host: &HostContext, network: &Network) -> Plumbing {
             dest: "/dev".into(),
         },
     ));
-    // Synthetic identity files: one line, no host user names.
-    entries.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("passwd"),
-            dest: "/etc/passwd".into(),
-        },
-    ));
-    entries.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("group"),
-            dest: "/etc/group".into(),
-        },
-    ));
+    // Synthetic identity files: one line, no host user names. In closure mode also hosts and
+    // nsswitch.conf (the closure has none). The kernel command line and boot id identify the
+    // host: masked, with an empty regular file (not /dev/null: device nodes are unreadable on
+    // bwrap's nodev binds).
+    let mut synthetic = vec![("passwd", "/etc/passwd"), ("group", "/etc/group")];
+    if spec.closure.is_some() {
+        synthetic.extend([
+            ("hosts", "/etc/hosts"),
+            ("nsswitch.conf", "/etc/nsswitch.conf"),
+        ]);
+    }
+    synthetic.extend([
+        ("empty", "/proc/cmdline"),
+        ("boot_id", "/proc/sys/kernel/random/boot_id"),
+    ]);
+    for (file, dest) in synthetic {
+        entries.push(Entry::new(
+            Why::Identity,
+            Mount::RoBind {
+                src: host.session_dir.join(file),
+                dest: dest.into(),
+            },
+        ));
+    }
     let mut session_files = vec![
         (
             "passwd".to_string(),
@@ -984,32 +993,7 @@ fn plumbing(spec: &Spec, host: &HostContext, network: &Network) -> Plumbing {
             "127.0.0.1 localhost\n::1 localhost\n".into(),
         ));
         session_files.push(("nsswitch.conf".into(), "hosts: files dns\n".into()));
-        for f in ["hosts", "nsswitch.conf"] {
-            entries.push(Entry::new(
-                Why::Identity,
-                Mount::RoBind {
-                    src: host.session_dir.join(f),
-                    dest: Path::new("/etc").join(f),
-                },
-            ));
-        }
     }
-    // The kernel command line and boot id identify the host; mask them.
-    // An empty regular file, not /dev/null: device nodes are unreadable on bwrap's nodev binds.
-    entries.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("empty"),
-            dest: "/proc/cmdline".into(),
-        },
-    ));
-    entries.push(Entry::new(
-        Why::Identity,
-        Mount::RoBind {
-            src: host.session_dir.join("boot_id"),
-            dest: "/proc/sys/kernel/random/boot_id".into(),
-        },
-    ));
     session_files.push(("empty".into(), String::new()));
     session_files.push((
         "boot_id".into(),

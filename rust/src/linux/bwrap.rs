@@ -403,19 +403,7 @@ mod tests {
             None,
         )])));
         p.init_is_helper = false;
-        p.proxy = Some(crate::plan::ProxyPort {
-            inside_port: 3128,
-            socket: "proxy.sock".into(),
-        });
-        p.bridges = vec![crate::plan::Bridge {
-            inside_port: 5432,
-            socket: "port-5432.sock".into(),
-            host_port: 5432,
-        }];
-        let run = LinuxRun {
-            own_process_group: true,
-            ..LinuxRun::plain(&p)
-        };
+        let run = with_proxy_and_a_host_port(&mut p);
         let a = argv(&p, &run);
         let i = a.iter().position(|x| x == INIT_PATH).unwrap();
         assert_eq!(
@@ -444,19 +432,7 @@ mod tests {
             "example.com".to_string(),
             None,
         )])));
-        p.proxy = Some(crate::plan::ProxyPort {
-            inside_port: 3128,
-            socket: "proxy.sock".into(),
-        });
-        p.bridges = vec![crate::plan::Bridge {
-            inside_port: 5432,
-            socket: "port-5432.sock".into(),
-            host_port: 5432,
-        }];
-        let run = LinuxRun {
-            own_process_group: true,
-            ..LinuxRun::plain(&p)
-        };
+        let run = with_proxy_and_a_host_port(&mut p);
         let a = argv(&p, &run);
         let i = a.iter().position(|x| x == INIT_PATH).unwrap();
         assert_eq!(a[i + 1], entry::INIT);
@@ -476,6 +452,24 @@ mod tests {
                 command: p.command.clone(),
             }
         );
+    }
+
+    /// `p` in filtered mode's shape: the proxy's port 3128 and a bridge to host port 5432; run
+    /// in a process group of its own.
+    fn with_proxy_and_a_host_port(p: &mut Plan) -> LinuxRun {
+        p.proxy = Some(crate::plan::ProxyPort {
+            inside_port: 3128,
+            socket: "proxy.sock".into(),
+        });
+        p.bridges = vec![crate::plan::Bridge {
+            inside_port: 5432,
+            socket: "port-5432.sock".into(),
+            host_port: 5432,
+        }];
+        LinuxRun {
+            own_process_group: true,
+            ..LinuxRun::plain(p)
+        }
     }
 
     /// A plan whose closure is `n` store paths (the first being abc-bash) plus /lib.
