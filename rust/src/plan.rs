@@ -280,8 +280,6 @@ pub struct Plan {
     pub proxy: Option<ProxyPort>,
     /// Loopback bridges to host ports the init sets up inside.
     pub bridges: Vec<Bridge>,
-    /// The closure's paths, each bound read-only at its own path (empty in host-system mode).
-    pub closure: Vec<PathBuf>,
     /// The binary bound at `INIT_PATH` (the small `agent-sandbox-init`, or the helper itself);
     /// it also runs the namespace holder and `__enter`.
     pub entry_exe: PathBuf,
@@ -327,6 +325,19 @@ impl Plan {
     /// outlive it: nothing the launcher runs or trusts may come from there.
     pub fn writable_sources(&self) -> Vec<PathBuf> {
         writable_of(self.mounts.iter().map(|e| &e.mount))
+    }
+
+    /// The closure's paths: the store paths bound read-only at their own place (empty in
+    /// host-system mode; with allowNix the whole store).
+    pub fn closure(&self) -> Vec<&Path> {
+        self.mounts
+            .iter()
+            .filter(|e| e.why == Why::Closure)
+            .filter_map(|e| match &e.mount {
+                Mount::RoBind { src, dest } if src == dest => Some(src.as_path()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The mounts alone, in order (what a lowering without labels applies).
@@ -441,7 +452,6 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     let SystemLayer {
         entries: mut system,
         mut permitted_roots,
-        mut closure_paths,
         path_var,
     } = system_layer(spec, &mut warnings)?;
 
@@ -478,7 +488,6 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
             placeholders: &placeholders,
         },
         &mut system,
-        &mut closure_paths,
         &mut warnings,
     )?;
 
@@ -601,7 +610,6 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         dns_forward,
         proxy,
         bridges,
-        closure: closure_paths,
         entry_exe,
         init_is_helper: host.init_exe.is_none(),
         upstream_ca_files,
@@ -622,14 +630,12 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
 struct SystemLayer {
     entries: Vec<Entry>,
     permitted_roots: Vec<PathBuf>,
-    closure_paths: Vec<PathBuf>,
     path_var: String,
 }
 
 fn system_layer(spec: &Spec, warnings: &mut Vec<String>) -> Result<SystemLayer> {
     let mut system: Vec<Entry> = Vec::new();
     let mut permitted_roots: Vec<PathBuf> = Vec::new();
-    let mut closure_paths: Vec<PathBuf> = Vec::new();
     let path_var;
     match &spec.closure {
         None => {
@@ -696,7 +702,6 @@ fn system_layer(spec: &Spec, warnings: &mut Vec<String>) -> Result<SystemLayer> 
                         dest: p.clone(),
                     },
                 ));
-                closure_paths.push(p.clone());
                 permitted_roots.push(p);
             }
             if !missing.is_empty() {
@@ -730,7 +735,6 @@ fn system_layer(spec: &Spec, warnings: &mut Vec<String>) -> Result<SystemLayer> 
     Ok(SystemLayer {
         entries: system,
         permitted_roots,
-        closure_paths,
         path_var,
     })
 }
@@ -1202,7 +1206,6 @@ fn resolve_declared_paths(
     mut permitted_roots: Vec<PathBuf>,
     around: Around<'_>,
     system: &mut Vec<Entry>,
-    closure_paths: &mut Vec<PathBuf>,
     warnings: &mut Vec<String>,
 ) -> Result<DeclaredResolution> {
     let Around {
@@ -1332,7 +1335,6 @@ fn resolve_declared_paths(
                     dest: entry.clone(),
                 },
             ));
-            closure_paths.push(entry);
         }
     }
     // The launch directory and the git layout live where agents write, too.
@@ -1669,7 +1671,7 @@ pub const STAGE_MIN_PATHS: usize = 24;
 /// anyway), or when something else is mounted in or over the directory.
 pub fn stage_closure(plan: &Plan, mounts: &mut Vec<Mount>, view: &Path) -> Option<Staging> {
     let mut by_dir: BTreeMap<&Path, Vec<&Path>> = BTreeMap::new();
-    for p in &plan.closure {
+    for p in plan.closure() {
         if let Some(parent) = p.parent().filter(|d| *d != Path::new("/")) {
             by_dir.entry(parent).or_default().push(p);
         }

@@ -181,7 +181,7 @@ fn a_filtered_closure_plan_in_full() {
         })
     );
     assert_eq!(plan.bridges, vec![]);
-    assert_eq!(plan.closure, vec![w.pkg.clone()]);
+    assert_eq!(plan.closure(), vec![w.pkg.as_path()]);
     assert_eq!(
         plan.network,
         Network::Filtered(BTreeMap::from([("api.anthropic.com".to_string(), None)]))

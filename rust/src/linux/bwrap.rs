@@ -235,7 +235,6 @@ mod tests {
             dns_forward: None,
             proxy: None,
             bridges: vec![],
-            closure: vec![],
             entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
             init_is_helper: true,
             upstream_ca_files: vec![],
@@ -485,10 +484,15 @@ mod tests {
                 dest: q.clone(),
             })
             .collect();
-        p.mounts.splice(1..1, extra.into_iter().map(decl));
-        paths.push("/lib".into());
-        p.closure = paths;
+        p.mounts.splice(1..1, extra.into_iter().map(closure));
+        // The fixture's first mount, abc-bash, is a closure path too.
+        p.mounts[0].why = Why::Closure;
         p
+    }
+
+    /// A closure path's mount.
+    fn closure(m: Mount) -> Entry {
+        Entry::new(Why::Closure, m)
     }
 
     #[test]
@@ -510,10 +514,9 @@ mod tests {
         assert_eq!(staging.names[n - 1], format!("h{:03}-pkg", n - 1).as_str());
         // A path listed twice is staged once.
         let mut twice = closure_plan(n);
-        twice.closure.push("/nix/store/h001-pkg".into());
         twice.mounts.insert(
             0,
-            decl(Mount::RoBind {
+            closure(Mount::RoBind {
                 src: "/nix/store/h001-pkg".into(),
                 dest: "/nix/store/h001-pkg".into(),
             }),
@@ -588,7 +591,7 @@ mod tests {
         );
         nix.mounts.insert(
             0,
-            decl(Mount::RoBind {
+            closure(Mount::RoBind {
                 src: "/nix/store".into(),
                 dest: "/nix/store".into(),
             }),

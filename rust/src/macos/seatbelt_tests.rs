@@ -161,7 +161,6 @@ fn plan(system: Vec<Mount>, user: Vec<Mount>, network: Network, bridges: Vec<Bri
         dns_forward: None,
         proxy,
         bridges,
-        closure: vec![],
         entry_exe: "/opt/agent-sandbox/bin/agent-sandbox".into(),
         init_is_helper: true,
         upstream_ca_files: vec![],
