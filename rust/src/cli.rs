@@ -34,6 +34,9 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print the JSON Schema of the spec file.
     Schema,
+    /// Check this host (bubblewrap, user namespaces, /dev/net/tun, pasta, Landlock, the Nix
+    /// daemon) and print each problem with its fix. Exit status 1 if something fails.
+    Doctor,
 }
 
 #[derive(clap::Args, Debug, Default)]
@@ -86,6 +89,7 @@ pub fn main() -> i32 {
             print!("{}", crate::spec::schema_json());
             Ok(0)
         }
+        Command::Doctor => Ok(crate::doctor::main()),
     };
     match result {
         Ok(code) => code,

@@ -98,8 +98,7 @@ impl HostContext {
             .and_then(std::fs::canonicalize)
             .context("cannot locate the agent-sandbox executable")?;
         let init_exe = init_beside(&helper_exe);
-        let socket = std::env::var("NIX_DAEMON_SOCKET_PATH")
-            .unwrap_or_else(|_| crate::nixstore::DEFAULT_SOCKET.into());
+        let socket = crate::nixstore::socket_path();
         Ok(HostContext {
             cwd: s.cwd,
             cwd_link: s.cwd_link,

@@ -9,6 +9,46 @@ use std::path::Path;
 /// Where the daemon listens unless `NIX_DAEMON_SOCKET_PATH` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/nix/var/nix/daemon-socket/socket";
 
+/// Where the daemon listens: `NIX_DAEMON_SOCKET_PATH`, else [`DEFAULT_SOCKET`].
+pub fn socket_path() -> String {
+    std::env::var("NIX_DAEMON_SOCKET_PATH").unwrap_or_else(|_| DEFAULT_SOCKET.into())
+}
+
+/// Whether the caller is a trusted user of the daemon, as the daemon's configuration says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    pub user: String,
+    /// The effective `trusted-users` list.
+    pub list: Vec<String>,
+    pub trusted: bool,
+}
+
+/// [`Trust`] for the calling process: its user name, its groups (the primary one included),
+/// and this machine's nix.conf. The one place the rule is applied (allowNix's question and
+/// `agent-sandbox doctor`).
+pub fn caller_trust() -> Trust {
+    let uid = nix::unistd::getuid();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string());
+    let groups: Vec<String> = nix::unistd::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .chain([nix::unistd::getgid()])
+        .filter_map(|g| nix::unistd::Group::from_gid(g).ok().flatten())
+        .map(|g| g.name)
+        .collect();
+    let list = trusted_users(&read_config());
+    let trusted = is_trusted(&list, &user, &groups);
+    Trust {
+        user,
+        list,
+        trusted,
+    }
+}
+
 /// The daemon's configuration files, in the order Nix reads them.
 pub fn config_files() -> Vec<std::path::PathBuf> {
     let dir = std::env::var_os("NIX_CONF_DIR")

@@ -249,9 +249,14 @@ fn supervised(
     match outcome {
         Outcome::Exited(code) => Ok(code),
         Outcome::SetupFailed { bwrap_status } => {
-            eprintln!(
-                "agent-sandbox: error: bubblewrap could not set up the sandbox (status {bwrap_status}; its message is above). If it says \"Race condition binding dirfd\", a path it was binding was swapped while the sandbox started (refused: launch again). If it mentions namespaces, uid maps or permissions, unprivileged user namespaces are unavailable: on Ubuntu 24.04+ run `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or install an AppArmor profile for bwrap); elsewhere check `sysctl user.max_user_namespaces`"
+            // Probed only now, on failure: the start itself pays nothing for the diagnosis.
+            let msg = crate::doctor::setup_failure_message(
+                bwrap_status,
+                &crate::doctor::Userns::read(),
+                &crate::doctor::probe_userns(bwrap),
+                bwrap,
             );
+            eprintln!("agent-sandbox: error: {msg}");
             Ok(crate::cli::EXIT_SETUP)
         }
     }

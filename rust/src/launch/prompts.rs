@@ -11,22 +11,12 @@ use crate::plan;
 /// A user the Nix daemon trusts can make it run code as root: granting that to the agent
 /// takes a yes on the terminal.
 pub fn confirm_nix_trust() -> anyhow::Result<()> {
-    use crate::nixstore;
-    let uid = nix::unistd::getuid();
-    let user = nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string());
-    let groups: Vec<String> = nix::unistd::getgroups()
-        .unwrap_or_default()
-        .into_iter()
-        .chain([nix::unistd::getgid()])
-        .filter_map(|g| nix::unistd::Group::from_gid(g).ok().flatten())
-        .map(|g| g.name)
-        .collect();
-    let list = nixstore::trusted_users(&nixstore::read_config());
-    if !nixstore::is_trusted(&list, &user, &groups) {
+    let crate::nixstore::Trust {
+        user,
+        list,
+        trusted,
+    } = crate::nixstore::caller_trust();
+    if !trusted {
         return Ok(());
     }
     ask_on_tty(

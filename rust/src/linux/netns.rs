@@ -48,9 +48,9 @@ pub enum NetnsError {
     Tool(#[from] crate::tools::ToolError),
     #[error("cannot start the network namespace holder: {0}")]
     Holder(std::io::Error),
-    #[error(
-        "the network namespace could not be created: {0}. Fix: enable unprivileged user namespaces (Ubuntu 24.04+: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0; elsewhere check sysctl user.max_user_namespaces), or use --no-network"
-    )]
+    /// With the cause and its fix when a kernel setting explains it
+    /// ([`crate::doctor::namespace_failure_message`]).
+    #[error("the network namespace could not be created: {0}")]
     Namespace(String),
     #[error("pasta could not connect the sandbox to the network: {0}")]
     Pasta(String),
@@ -286,7 +286,18 @@ pub fn setup(entry_exe: &Path, session_dir: &Path, opts: &HolderOptions<'_>) -> 
                 Err(holder_error(msg.trim(), err))
             }
         };
-    expect(READY, NetnsError::Namespace, &mut holder)?;
+    // The holder's first step is unshare(CLONE_NEWUSER): a failure there is the kernel's
+    // user-namespace settings, probed only now.
+    expect(READY, NetnsError::Namespace, &mut holder).map_err(|e| match e {
+        NetnsError::Namespace(line) => {
+            NetnsError::Namespace(crate::doctor::namespace_failure_message(
+                &line,
+                &crate::doctor::Userns::read(),
+                entry_exe,
+            ))
+        }
+        e => e,
+    })?;
     let Some(watch) = watch else {
         return Ok(holder);
     };

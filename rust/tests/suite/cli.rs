@@ -314,9 +314,10 @@ fn captured_stdout_returns_promptly() {
     );
 }
 
-/// Where user namespaces are unavailable (Ubuntu's AppArmor restriction, a sysctl), bubblewrap
-/// fails at setup: the sandbox must not run anything and must say how to fix it. Simulated with
-/// a stand-in bwrap that fails the way the real one does.
+/// Where user namespaces are unavailable, bubblewrap fails at setup: the sandbox must not run
+/// anything and must say what it found. Simulated with a stand-in bwrap that fails the way the
+/// real one does (the user-namespace probe runs it too) while no kernel setting explains it;
+/// the settings that do are tested for real in `doctor.rs`.
 #[test]
 fn no_user_namespaces_fails_closed_with_the_fix() {
     let f = Fixture::new();
@@ -340,8 +341,10 @@ fn no_user_namespaces_fails_closed_with_the_fix() {
     assert!(
         o.stderr
             .contains("agent-sandbox: error: bubblewrap could not set up the sandbox")
-            && o.stderr
-                .contains("kernel.apparmor_restrict_unprivileged_userns=0"),
+            && o.stderr.contains(
+                "user namespaces are unavailable (bwrap --unshare-user: bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.), and no kernel setting says why"
+            )
+            && o.stderr.contains("`agent-sandbox doctor` checks the host"),
         "{o:?}"
     );
     assert!(!marker.exists());
