@@ -1,5 +1,5 @@
 //! What planning reads from the machine: [`HostContext::probe`] gathers it once (ids, `TERM`,
-//! the helper's binaries, listening ports, resolv.conf, the Nix daemon, the CA bundle), so
+//! the locale and colour variables, the helper's binaries, listening ports, resolv.conf, the Nix daemon, the CA bundle), so
 //! that `plan::build` reads only the paths it resolves (declared paths, git layout,
 //! symlinks) and is unit-tested on a `HostContext` built by hand.
 
@@ -20,6 +20,9 @@ pub struct HostContext {
     pub uid: u32,
     pub gid: u32,
     pub term: Option<String>,
+    /// The launcher's locale and colour variables ([`PASSED_VARIABLES`]), in that list's
+    /// order, those with a value that is safe to pass ([`passed_variables`]).
+    pub locale: Vec<(String, String)>,
     /// The private per-session directory (outside every bind).
     pub session_dir: PathBuf,
     /// The helper's own executable, bound inside at `INIT_PATH` unless `init_exe` is set.
@@ -67,6 +70,48 @@ pub struct NixDaemon {
     pub store_present: bool,
 }
 
+/// The launcher's variables passed on as they are, so that programs inside speak the user's
+/// language and TUIs pick their characters and colours: the locale (POSIX and glibc
+/// categories, GNU's `LANGUAGE`) and `COLORTERM`. None of them holds a secret. An explicit
+/// list, not every `LC_*`: `ssh`'s `SendEnv LC_*` makes that prefix a carrier for anything.
+pub const PASSED_VARIABLES: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_ADDRESS",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_IDENTIFICATION",
+    "LC_MEASUREMENT",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NAME",
+    "LC_NUMERIC",
+    "LC_PAPER",
+    "LC_TELEPHONE",
+    "LC_TIME",
+    "COLORTERM",
+];
+
+/// Longest value of a [`PASSED_VARIABLES`] entry passed on (locale names are short).
+pub const PASSED_VALUE_MAX: usize = 256;
+
+/// The [`PASSED_VARIABLES`] `get` has, in the list's order. A value that is empty, not UTF-8,
+/// longer than [`PASSED_VALUE_MAX`] or holds a control character is left out: a locale name
+/// never does, and an escape sequence in `$LANG` would reach every program that prints it.
+pub fn passed_variables(get: impl Fn(&str) -> Option<OsString>) -> Vec<(String, String)> {
+    PASSED_VARIABLES
+        .iter()
+        .filter_map(|&name| {
+            let value = get(name)?.into_string().ok()?;
+            let fine = !value.is_empty()
+                && value.len() <= PASSED_VALUE_MAX
+                && !value.chars().any(char::is_control);
+            fine.then(|| (name.to_string(), value))
+        })
+        .collect()
+}
+
 /// Well-known CA bundle locations (after `SSL_CERT_FILE` and `NIX_SSL_CERT_FILE`, which the
 /// proxy reads first).
 pub const SYSTEM_CA_BUNDLES: &[&str] = &[
@@ -106,6 +151,7 @@ impl HostContext {
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
             term: std::env::var("TERM").ok(),
+            locale: passed_variables(|k| std::env::var_os(k)),
             session_dir: s.session_dir,
             helper_exe,
             init_exe,
@@ -147,4 +193,51 @@ fn init_beside(helper_exe: &Path) -> Option<PathBuf> {
     let path = std::fs::canonicalize(helper_exe.parent()?.join(INIT_BINARY)).ok()?;
     let meta = std::fs::metadata(&path).ok()?;
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_variables_with_plain_values_are_passed() {
+        let host: std::collections::BTreeMap<&str, &str> = [
+            ("LANG", "de_DE.UTF-8"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("COLORTERM", "truecolor"),
+            ("LANGUAGE", "de:en"),
+            // Not in the list: an `LC_`-prefixed name is no locale category by itself.
+            ("LC_TERMINAL", "iTerm2"),
+            ("LC_SECRET", "token"),
+            ("LESSOPEN", "| lesspipe %s"),
+            // Refused values.
+            ("LC_CTYPE", "en_US.UTF-8\u{1b}]0;pwned\u{7}"),
+            ("LC_NUMERIC", ""),
+        ]
+        .into();
+        let long = "x".repeat(PASSED_VALUE_MAX + 1);
+        let got = passed_variables(|k| match k {
+            "LC_PAPER" => Some(long.clone().into()),
+            "LC_NAME" => {
+                use std::os::unix::ffi::OsStringExt;
+                Some(OsString::from_vec(vec![0xff, b'C']))
+            }
+            _ => host.get(k).map(OsString::from),
+        });
+        let want: Vec<(String, String)> = [
+            ("LANG", "de_DE.UTF-8"),
+            ("LANGUAGE", "de:en"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("COLORTERM", "truecolor"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(got, want);
+        let at_limit = "y".repeat(PASSED_VALUE_MAX);
+        let got = passed_variables(|k| (k == "LANG").then(|| at_limit.clone().into()));
+        assert_eq!(got, vec![("LANG".to_string(), at_limit)]);
+    }
 }

@@ -15,6 +15,7 @@ pub mod linux;
 pub mod macos;
 pub mod nixstore;
 pub mod plan;
+pub mod policy_doc;
 pub mod protect;
 pub mod proxy;
 pub mod quarantine;

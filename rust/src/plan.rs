@@ -14,6 +14,15 @@ use crate::symlinks::{self, Permitted, Resolved};
 /// Where the helper binary appears inside the sandbox (it runs there as PID 1).
 pub const INIT_PATH: &str = "/run/agent-sandbox/agent-sandbox";
 
+/// Where the sandbox's description of itself ([`crate::policy_doc`]) appears inside, named by
+/// `AGENT_SANDBOX_POLICY`: agents read files, so the sandbox tells them what it allows there.
+pub const POLICY_PATH: &str = "/run/agent-sandbox/policy.md";
+
+/// That description's file in the session directory, which the launcher writes before the
+/// sandbox starts (`launch::prepare::session_dir`) and which is bound read-only at
+/// [`POLICY_PATH`].
+pub const POLICY_FILE: &str = "policy.md";
+
 /// Hostname inside the sandbox.
 pub const HOSTNAME: &str = "sandbox";
 
@@ -139,7 +148,7 @@ pub enum Why {
     NixDaemon,
     /// `/proc`, `/dev` and the read-only `/proc/sys` binds.
     Kernel,
-    /// The private `/tmp` and `/run`.
+    /// The private `/tmp` and `/run`, and `/run/agent-sandbox` (a mount point of its own).
     Scratch,
     /// The empty `$HOME`.
     Home,
@@ -171,6 +180,8 @@ pub enum Why {
     SocketMask,
     /// The sandbox's PID 1.
     Init,
+    /// The sandbox's description of itself, read-only at [`POLICY_PATH`].
+    Policy,
     /// The session's shared directory (bridge sockets, the CA bundle).
     Session,
 }
@@ -567,6 +578,13 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
         Mount::RoBind {
             src: entry_exe.clone(),
             dest: INIT_PATH.into(),
+        },
+    ));
+    mounts.push(Entry::new(
+        Why::Policy,
+        Mount::RoBind {
+            src: host.session_dir.join(POLICY_FILE),
+            dest: POLICY_PATH.into(),
         },
     ));
 
@@ -1056,7 +1074,8 @@ fn plumbing(spec: &Spec, host: &HostContext, network: &Network) -> Plumbing {
 }
 
 /// The sandbox's environment: a fixed base (home, `PATH`, `TMPDIR`, `SHELL`, `TERM`, the
-/// host's CA bundle in host-system mode, git's use-config-only), allowNix's, then the spec's.
+/// launcher's locale and `COLORTERM`, the host's CA bundle in host-system mode, git's
+/// use-config-only), allowNix's, the spec's; last the variables that say this is a sandbox.
 fn environment(
     spec: &Spec,
     host: &HostContext,
@@ -1075,6 +1094,9 @@ fn environment(
         "TERM".into(),
         host.term.clone().unwrap_or_else(|| "dumb".into()),
     );
+    for (k, v) in &host.locale {
+        env.insert(k.clone(), v.clone());
+    }
     if spec.closure.is_none() {
         if let Some(bundle) = &host.system_ca_bundle {
             for &var in CA_BUNDLE_VARS.iter() {
@@ -1092,6 +1114,17 @@ fn environment(
     for (k, v) in &spec.env {
         env.insert(k.clone(), v.clone());
     }
+    // After the spec's: what says "sandbox" is never a declared value, so a program that
+    // checks it can trust it.
+    env.insert("AGENT_SANDBOX".into(), "1".into());
+    env.insert(
+        "AGENT_SANDBOX_SESSION".into(),
+        host.session_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    );
+    env.insert("AGENT_SANDBOX_POLICY".into(), POLICY_PATH.into());
     env
 }
 
@@ -1434,6 +1467,15 @@ fn user_layer(
         0,
         Mount::Tmpfs {
             dest: "/run".into(),
+        },
+        Why::Scratch,
+    ));
+    // A mount point of its own, so that it cannot be renamed away with the init and the
+    // policy file bound in it and a forged policy put at its place.
+    layered.push((
+        0,
+        Mount::Tmpfs {
+            dest: "/run/agent-sandbox".into(),
         },
         Why::Scratch,
     ));
@@ -2316,6 +2358,7 @@ mod tests {
                 uid: nix::unistd::getuid().as_raw(),
                 gid: nix::unistd::getgid().as_raw(),
                 term: None,
+                locale: vec![],
                 session_dir: self.home.parent().unwrap().join("state/session"),
                 helper_exe: "/bin/true".into(),
                 init_exe: None,

@@ -56,6 +56,11 @@ impl World {
             uid: 1000,
             gid: 100,
             term: Some("xterm".into()),
+            locale: vec![
+                ("LANG".into(), "de_DE.UTF-8".into()),
+                ("LC_TIME".into(), "en_GB.UTF-8".into()),
+                ("COLORTERM".into(), "truecolor".into()),
+            ],
             session_dir: self.root.join("state/S"),
             helper_exe: "/opt/as/bin/agent-sandbox".into(),
             init_exe: Some("/opt/as/bin/agent-sandbox-init".into()),
@@ -107,6 +112,10 @@ fn a_filtered_closure_plan_in_full() {
     let w = World::new();
     let mut spec = w.spec();
     spec.allowed_domains = Some(AllowedDomains::List(vec!["api.anthropic.com".into()]));
+    // The spec's value wins over the launcher's locale; the sandbox's own variables win over
+    // the spec's.
+    spec.env.insert("LANG".into(), "C.UTF-8".into());
+    spec.env.insert("AGENT_SANDBOX".into(), "0".into());
     let plan = build(&spec, &["claude".into(), "--yolo".into()], &w.host()).unwrap();
     let p = |s: &str| PathBuf::from(s);
     let want: Vec<(Why, Mount)> = vec![
@@ -148,6 +157,12 @@ fn a_filtered_closure_plan_in_full() {
         (Why::Scratch, Mount::Tmpfs { dest: p("/tmp") }),
         (Why::Scratch, Mount::Tmpfs { dest: p("/run") }),
         (
+            Why::Scratch,
+            Mount::Tmpfs {
+                dest: p("/run/agent-sandbox"),
+            },
+        ),
+        (
             Why::Home,
             Mount::Tmpfs {
                 dest: w.home.clone(),
@@ -164,6 +179,7 @@ fn a_filtered_closure_plan_in_full() {
                 dest: p(INIT_PATH),
             },
         ),
+        (Why::Policy, from_session(&w, "policy.md", POLICY_PATH)),
         (
             Why::Session,
             Mount::RoBind {
@@ -189,7 +205,13 @@ fn a_filtered_closure_plan_in_full() {
     let bundle = format!("{SESSION_MOUNT}/ca-bundle.pem");
     let proxy = "http://127.0.0.1:3128".to_string();
     let mut env: BTreeMap<String, String> = BTreeMap::from([
+        ("AGENT_SANDBOX".into(), "1".into()),
+        ("AGENT_SANDBOX_POLICY".into(), POLICY_PATH.into()),
+        ("AGENT_SANDBOX_SESSION".into(), "S".into()),
+        ("COLORTERM".into(), "truecolor".into()),
         ("EDITOR".into(), "vi".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("LC_TIME".into(), "en_GB.UTF-8".into()),
         ("GIT_CONFIG_COUNT".into(), "1".into()),
         ("GIT_CONFIG_KEY_0".into(), "user.useConfigOnly".into()),
         ("GIT_CONFIG_VALUE_0".into(), "true".into()),
@@ -271,6 +293,7 @@ fn one_plan_two_lowerings() {
         ],
         vec!["--tmpfs".into(), "/tmp".into()],
         vec!["--tmpfs".into(), "/run".into()],
+        vec!["--tmpfs".into(), "/run/agent-sandbox".into()],
         vec!["--tmpfs".into(), s(&w.home)],
         vec!["--bind".into(), s(&w.proj), s(&w.proj)],
         vec![
@@ -288,6 +311,7 @@ fn one_plan_two_lowerings() {
             "/opt/as/bin/agent-sandbox-init".into(),
             INIT_PATH.into(),
         ],
+        vec!["--ro-bind".into(), sess("policy.md"), POLICY_PATH.into()],
     ]
     .concat();
     assert_eq!(strs[from..to], want[..]);
@@ -324,6 +348,7 @@ fn one_plan_two_lowerings() {
         ("PATH_2", c(&w.home.join(".gitconfig"))),
         ("PIN_0", c(&w.proj)),
         ("PIN_1", c(&w.home.join(".claude"))),
+        ("POLICY", c(&sess.join("policy.md"))),
         ("SESSION_DIR", c(&sess)),
         ("TMP_DIR", c(&sess.join("tmp"))),
     ]
@@ -338,7 +363,13 @@ fn one_plan_two_lowerings() {
             .map(|(k, _)| k)
             .collect()
     };
-    for linux_only in ["/proc/sys", "/etc/passwd", "/etc/resolv.conf", INIT_PATH] {
+    for linux_only in [
+        "/proc/sys",
+        "/etc/passwd",
+        "/etc/resolv.conf",
+        INIT_PATH,
+        POLICY_PATH,
+    ] {
         assert!(
             !params.values().any(|v| v == linux_only),
             "{linux_only} in {params:?}"
@@ -363,4 +394,19 @@ fn one_plan_two_lowerings() {
         );
     }
     assert_eq!(names(&w.proj), ["PATH_0", "PIN_0"]);
+    // macOS has no /run: the policy file is read where the launcher wrote it, and the
+    // variable naming it says so.
+    assert!(
+        sp.profile
+            .lines()
+            .any(|l| l == "(allow file-read* (literal (param \"POLICY\")))"),
+        "{}",
+        sp.profile
+    );
+    assert_eq!(
+        sp.env["AGENT_SANDBOX_POLICY"],
+        c(&sess.join("policy.md")),
+        "{:?}",
+        sp.env
+    );
 }

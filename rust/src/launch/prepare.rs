@@ -1,5 +1,5 @@
-//! What both platforms' launches prepare the same way: the session directory (and its shared
-//! part) with the placeholders the plan holds, the proxy and the session's CA bundle, the
+//! What both platforms' launches prepare the same way: the session directory (its policy file
+//! and its shared part) with the placeholders the plan holds, the proxy and the session's CA bundle, the
 //! sentinel of the exit sweep, the warnings.
 
 use std::path::{Path, PathBuf};
@@ -9,10 +9,16 @@ use anyhow::{Context, bail};
 use crate::plan::{self, Plan};
 use crate::session;
 
-/// The session directory `base/name`, its shared part when the plan binds it, and the
-/// placeholders the plan holds (created on the host, empty).
+/// The session directory `base/name` with the sandbox's policy file, its shared part when the
+/// plan binds it, and the placeholders the plan holds (created on the host, empty).
 pub fn session_dir(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let dir = session::create(base, name)?;
+    // Before the sandbox starts: it is bound read-only (Linux) or read in place (macOS).
+    session::write_file(
+        &dir,
+        plan::POLICY_FILE,
+        crate::policy_doc::render(plan).as_bytes(),
+    )?;
     if plan.shares_session_dir() {
         session::create(&dir, plan::SESSION_SHARED_DIR)?;
     }

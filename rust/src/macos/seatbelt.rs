@@ -210,6 +210,9 @@ struct Layout {
     session_dir: Option<PathBuf>,
     /// The session's shared directory (CA bundle), bound at `SESSION_MOUNT` on Linux.
     session_shared: Option<PathBuf>,
+    /// The policy file ([`crate::plan::POLICY_PATH`] on Linux): (its real path in the session
+    /// directory, the path the plan shows it at).
+    policy: Option<(PathBuf, PathBuf)>,
     /// `Mount::Mask`: out of reach (the launcher's state directory inside an exposed one).
     masked: Vec<PathBuf>,
     /// Declared symlinks: (real target, declared path, mode).
@@ -278,6 +281,13 @@ fn layout(plan: &Plan) -> Layout {
             Why::Session => {
                 if let Mount::RoBind { src, .. } = m {
                     l.session_shared = Some(canonical(src));
+                }
+                continue;
+            }
+            // macOS has no /run: the file is read where the launcher wrote it.
+            Why::Policy => {
+                if let Mount::RoBind { src, dest } = m {
+                    l.policy = Some((canonical(src), dest.clone()));
                 }
                 continue;
             }
@@ -489,6 +499,7 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
     }
     roots.push(&tmp_dir);
     roots.extend(l.session_shared.as_deref());
+    roots.extend(l.policy.as_ref().map(|(real, _)| real.as_path()));
     let ancestors: BTreeSet<&Path> = roots
         .iter()
         .flat_map(|r| r.ancestors().skip(1))
@@ -608,6 +619,13 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
         rule(&mut p, "allow", "file-read*", &[subpath(&name)]);
     }
 
+    let policy_param = l.policy.as_ref().map(|(real, _)| {
+        p.push_str(";; The sandbox's policy file (read-only).\n");
+        let name = params.named("POLICY", real);
+        rule(&mut p, "allow", "file-read*", &[literal(&name)]);
+        name
+    });
+
     network(&mut p, plan, opts);
 
     // --- 7. final denies -------------------------------------------------------------------------
@@ -619,9 +637,17 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
             .map(|n| format!("(require-not {})", subpath(n))),
     );
     own.push(format!("(require-not {})", subpath(&tmp_param)));
+    // What stays readable where a deny of reads may cover the session directory (a state
+    // directory under the temp dirs or masked in an exposed path); never writable.
+    let mut readable = own.clone();
+    readable.extend(
+        policy_param
+            .as_deref()
+            .map(|n| format!("(require-not {})", literal(n))),
+    );
     p.push_str(";; Other sessions' and other programs' temporary directories.\n");
     let mut folders = vec!["(subpath \"/private/var/folders\")".to_string()];
-    folders.extend(own.iter().cloned());
+    folders.extend(readable.iter().cloned());
     // A project or declared path inside the user's temp dir stays usable, as on Linux.
     folders.extend(
         granted_in_folders
@@ -639,7 +665,7 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
     for m in &l.masked {
         let name = params.indexed("MASK", m);
         let mut f = vec![subpath(&name)];
-        f.extend(own.iter().cloned());
+        f.extend(readable.iter().cloned());
         let _ = writeln!(
             p,
             "(deny file-read-data file-write*\n  (require-all\n    {}))",
@@ -680,6 +706,13 @@ pub fn plan_seatbelt(plan: &Plan, opts: &SeatbeltOptions) -> SeatbeltPlan {
                 && (rest.is_empty() || rest.starts_with('/'))
             {
                 *v = format!("{}{rest}", shared.display());
+            }
+        }
+    }
+    if let Some((real, shown)) = &l.policy {
+        for v in env.values_mut() {
+            if Path::new(v.as_str()) == shown {
+                *v = real.display().to_string();
             }
         }
     }

@@ -1113,6 +1113,62 @@ fn a_masked_state_dir_is_denied_but_the_private_dirs() {
     }
 }
 
+/// The policy file is read where the launcher wrote it (macOS has no /run): one literal,
+/// readable through a mask of the state directory, never writable, and the variable naming
+/// it points there.
+#[test]
+fn the_policy_file_is_readable_in_the_session_dir_and_named_by_its_variable() {
+    let state = "/Users/u/.local/state/agent-sandbox";
+    let mut p = plan(
+        closure(),
+        vec![rw("/Users/u/.local"), Mount::Mask { dest: state.into() }],
+        Network::Blocked,
+        vec![],
+    );
+    p.mounts.push(Entry::new(
+        Why::Policy,
+        Mount::RoBind {
+            src: Path::new(SESSION).join("policy.md"),
+            dest: crate::plan::POLICY_PATH.into(),
+        },
+    ));
+    p.env.insert(
+        "AGENT_SANDBOX_POLICY".into(),
+        crate::plan::POLICY_PATH.into(),
+    );
+    let sp = plan_seatbelt(&p, &opts());
+    let real = format!("{SESSION}/policy.md");
+    assert!(
+        params(&sp).contains(&("POLICY", real.as_str())),
+        "{:?}",
+        sp.params
+    );
+    assert_eq!(sp.env["AGENT_SANDBOX_POLICY"], real);
+    let allow = "(allow file-read* (literal (param \"POLICY\")))";
+    assert_eq!(sp.profile.matches(allow).count(), 1, "{}", sp.profile);
+    assert!(!sp.profile.contains("/run"), "{}", sp.profile);
+    let mask = "(deny file-read-data file-write*\n  (require-all\n    (subpath (param \"MASK_0\"))\n    (require-not (subpath (param \"HOME_DIR\")))\n    (require-not (subpath (param \"TMP_DIR\")))\n    (require-not (literal (param \"POLICY\")))))";
+    assert!(sp.profile.contains(mask), "{}", sp.profile);
+    assert!(pos(&sp.profile, mask) > pos(&sp.profile, allow));
+    // Writes stay denied: the session directory's rule spares only the private dirs.
+    let session = "(deny file-write*\n  (require-all\n    (subpath (param \"SESSION_DIR\"))\n    (require-not (subpath (param \"HOME_DIR\")))\n    (require-not (subpath (param \"TMP_DIR\")))))";
+    assert!(sp.profile.contains(session), "{}", sp.profile);
+    // The Linux path is nowhere, and no other variable changed.
+    let before = plan_seatbelt(
+        &{
+            let mut q = p.clone();
+            q.mounts.retain(|e| e.why != Why::Policy);
+            q
+        },
+        &opts(),
+    );
+    let mut env = sp.env.clone();
+    env.remove("AGENT_SANDBOX_POLICY");
+    let mut env_before = before.env.clone();
+    env_before.remove("AGENT_SANDBOX_POLICY");
+    assert_eq!(env, env_before);
+}
+
 #[test]
 fn hostile_path_changes_params_never_the_profile() {
     let hostile = "/Users/u/x\")) (allow file-write* (subpath \"/\"))\n(allow default)";

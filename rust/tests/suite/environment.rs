@@ -20,6 +20,9 @@ const DOCUMENTED: &[&str] = &[
     "GIT_CONFIG_COUNT",
     "GIT_CONFIG_KEY_0",
     "GIT_CONFIG_VALUE_0",
+    "AGENT_SANDBOX",
+    "AGENT_SANDBOX_SESSION",
+    "AGENT_SANDBOX_POLICY",
 ];
 const SHELL_ADDED: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_"];
 

@@ -19,6 +19,7 @@ mod launcher;
 mod network;
 mod nix_daemon;
 mod pid1;
+mod policy;
 mod protect;
 mod quarantine;
 mod session;
