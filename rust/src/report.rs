@@ -20,8 +20,10 @@ const SECRET_MARKERS: &[&str] = &[
 
 pub fn looks_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    // GIT_CONFIG_KEY_n names a git setting, not a key.
-    !upper.starts_with("GIT_CONFIG_") && SECRET_MARKERS.iter().any(|m| upper.contains(m))
+    // GIT_CONFIG_KEY_n names a git setting, not a key; AGENT_SANDBOX_SESSION is ours.
+    !upper.starts_with("GIT_CONFIG_")
+        && !upper.starts_with("AGENT_SANDBOX_")
+        && SECRET_MARKERS.iter().any(|m| upper.contains(m))
 }
 
 /// An environment value as the dry-run shows it: quoted, or masked (with its length, so an
@@ -305,6 +307,9 @@ mod tests {
             assert!(looks_secret(n), "{n}");
         }
         for n in ["HOME", "PATH", "TERM", "EDITOR", "GIT_CONFIG_KEY_0"] {
+            assert!(!looks_secret(n), "{n}");
+        }
+        for n in ["AGENT_SANDBOX_SESSION", "AGENT_SANDBOX_POLICY"] {
             assert!(!looks_secret(n), "{n}");
         }
     }
