@@ -53,6 +53,10 @@ pub struct RunArgs {
     /// environment, the exact argv) instead of text.
     #[arg(long, requires = "dry_run")]
     pub json: bool,
+    /// Filtered network: do not print `agent-sandbox: blocked HOST …` on stderr the first
+    /// time each host is denied (the summary at exit and the session's proxy.log remain).
+    #[arg(long)]
+    pub quiet_denials: bool,
     /// Plan for this OS: `macos` with --dry-run shows the Seatbelt profile, its -D parameters
     /// and the sandbox-exec argv a Mac would run (on any OS). Default: this machine's.
     #[arg(long, value_name = "OS", value_parser = ["linux", "macos"])]

@@ -550,7 +550,7 @@ fn post_to_get_only_domain_denied_after_interception_h1_and_h2() {
     assert_eq!((r.connect, r.status), (200, 403), "{r:?}");
     assert!(r.denied("method-not-allowed"), "{r:?}");
     assert!(
-        r.text.contains("agent-sandbox proxy: post api.example.test: alloweddomains entry \"api.example.test\" allows only get\n"),
+        r.text.contains("\r\n\r\nblocked by agent-sandbox: post api.example.test: alloweddomains entry \"api.example.test\" allows only get (allow it with --allow-domain api.example.test=get,post or alloweddomains = { \"api.example.test\" = [ \"get\" \"post\" ]; })\n"),
         "{r:?}"
     );
     // HTTP/2 with a body larger than a flow-control window: the client still sees the 403 (P3).
@@ -593,8 +593,12 @@ fn unlisted_domain_and_ip_literal_denied_at_connect() {
     assert_eq!(r.status, 403, "{r:?}");
     assert!(r.denied("blocked-by-allowlist"), "{r:?}");
     // Ports other than 443/80.
+    // No setting opens another port: the reason alone.
     let (status, _) = rt().block_on(raw_connect(e.addr(), "api.example.test:22"));
-    assert_eq!(status, "HTTP/1.1 403 Forbidden");
+    assert_eq!(
+        status,
+        "HTTP/1.1 403 Blocked by agent-sandbox: api.example.test:22: only ports 443 (HTTPS) and 80 (HTTP) are proxied"
+    );
     assert_eq!(e.https.conns() + e.http.conns(), 0);
 }
 
@@ -656,8 +660,10 @@ fn non_tls_bytes_in_restricted_tunnel_never_reach_upstream() {
             .await
             .unwrap();
         let (status, body) = read_response(&mut s).await;
-        assert_eq!(status, "HTTP/1.1 403 Forbidden");
-        assert!(body.contains("DELETE api.example.test"), "{body}");
+        // The reason phrase and the body say why and how to allow it.
+        let sentence = "Blocked by agent-sandbox: DELETE api.example.test: allowedDomains entry \"api.example.test\" allows only GET (allow it with --allow-domain api.example.test=GET,DELETE or allowedDomains = { \"api.example.test\" = [ \"GET\" \"DELETE\" ]; })";
+        assert_eq!(status, format!("HTTP/1.1 403 {sentence}"));
+        assert_eq!(body, format!("{sentence}\n"));
     });
     assert_eq!(e.https.conns() + e.http.conns(), 0);
     assert_eq!(e.https.bytes.load(Ordering::SeqCst), 0);
@@ -688,6 +694,13 @@ fn private_addresses_refused_unless_local_port_allowed() {
     assert_eq!(r.connect, 403, "{r:?}");
     assert!(
         r.stderr.contains("x-agent-sandbox-denied: private-address"),
+        "{r:?}"
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "(allow it with --allow-local-port {p} or allowedLocalPorts = [ {p} ];)\r\n",
+            p = e.https.addr.port()
+        )),
         "{r:?}"
     );
     let r = e.curl(&[], "https://api.example.test/");
@@ -998,6 +1011,41 @@ or on the command line: --allow-domain api.example.test=GET,POST,PUT --allow-dom
 }
 
 #[test]
+fn first_denial_of_each_host_is_announced_once() {
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let notify = proxy::Notify(Arc::new(move |l: &str| {
+        sink.lock().unwrap().push(l.to_string())
+    }));
+    let e = env(
+        &[("api.example.test", GET_ONLY)],
+        &["api.example.test"],
+        |c| c.on_first_denial = Some(notify),
+    );
+    assert_eq!(e.curl(&[], "https://evil.test/").connect, 403);
+    assert_eq!(e.curl(&[], "https://evil.test/again").connect, 403);
+    assert_eq!(e.curl(&[], "http://evil.test/page").status, 403);
+    // HTTP/2 has no reason phrase: the body carries the same sentence.
+    let r = e.curl(&["--http2", "-d", "x"], "https://api.example.test/up");
+    assert_eq!((r.status, r.version.as_str()), (403, "2"), "{r:?}");
+    assert!(
+        r.text.ends_with("\r\n\r\nblocked by agent-sandbox: post api.example.test: alloweddomains entry \"api.example.test\" allows only get (allow it with --allow-domain api.example.test=get,post or alloweddomains = { \"api.example.test\" = [ \"get\" \"post\" ]; })\n"),
+        "{r:?}"
+    );
+    assert_eq!(
+        e.curl(&["-X", "PUT"], "https://api.example.test/").status,
+        403
+    );
+    assert_eq!(
+        *lines.lock().unwrap(),
+        [
+            "agent-sandbox: blocked evil.test (blocked-by-allowlist); allow it with --allow-domain evil.test or allowedDomains = { \"evil.test\" = \"*\"; }",
+            "agent-sandbox: blocked POST api.example.test (method-not-allowed); allow it with --allow-domain api.example.test=GET,POST or allowedDomains = { \"api.example.test\" = [ \"GET\" \"POST\" ]; }",
+        ]
+    );
+}
+
+#[test]
 fn starts_and_stops_inside_an_async_context() {
     // The launcher may run on tokio itself: start() and shutdown() must not nest runtimes.
     let (addr, summary) = rt().block_on(async {
@@ -1005,7 +1053,10 @@ fn starts_and_stops_inside_an_async_context() {
         assert!(p.addr.ip().is_loopback());
         assert!(p.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         let (status, _) = raw_connect(p.addr, "example.com:443").await;
-        assert_eq!(status, "HTTP/1.1 403 Forbidden");
+        assert_eq!(
+            status,
+            "HTTP/1.1 403 Blocked by agent-sandbox: example.com is not an allowed domain (allow it with --allow-domain example.com or allowedDomains = { \"example.com\" = \"*\"; })"
+        );
         (p.addr, p.shutdown())
     });
     assert_eq!(summary.denials.len(), 1);

@@ -91,7 +91,7 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
         session::rotate(l.base, session::KEEP_SESSIONS, l.name);
     };
     supervised(
-        plan,
+        l,
         run.staging.as_ref(),
         &dir,
         &bwrap,
@@ -170,7 +170,7 @@ fn write_launch_logs(
 /// Namespaces, the proxy, the bridges and the sentinel around bwrap; the exit sweep after.
 #[cfg(target_os = "linux")]
 fn supervised(
-    plan: &Plan,
+    l: &Launch<'_>,
     staging: Option<&plan::Staging>,
     session_dir: &Path,
     bwrap: &Path,
@@ -178,6 +178,7 @@ fn supervised(
     held: &[OwnedFd],
     after_spawn: &mut dyn FnMut(u32),
 ) -> anyhow::Result<i32> {
+    let plan = l.plan;
     use crate::linux::netns;
     use crate::linux::supervise::{Outcome, supervise};
     use std::os::fd::AsFd;
@@ -201,7 +202,12 @@ fn supervised(
     };
     // Filtered mode: the per-session proxy, reachable only through its bridge.
     let proxy = match &plan.network {
-        Network::Filtered(rules) => Some(prepare::start_proxy(plan, rules, session_dir)?),
+        Network::Filtered(rules) => Some(prepare::start_proxy(
+            plan,
+            rules,
+            session_dir,
+            l.quiet_denials,
+        )?),
         _ => {
             if plan.has_session_bundle() {
                 prepare::write_trust(plan, session_dir, None)?;
@@ -264,7 +270,7 @@ fn supervised(
 
 #[cfg(not(target_os = "linux"))]
 fn supervised(
-    _plan: &Plan,
+    _l: &Launch<'_>,
     _staging: Option<&plan::Staging>,
     _dir: &Path,
     _bwrap: &Path,

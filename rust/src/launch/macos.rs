@@ -21,7 +21,7 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
     let dir = prepare::session_dir(plan, l.base, l.name)?;
     session::rotate(l.base, session::KEEP_SESSIONS, l.name);
     let proxy = match &plan.network {
-        Network::Filtered(rules) => Some(prepare::start_proxy(plan, rules, &dir)?),
+        Network::Filtered(rules) => Some(prepare::start_proxy(plan, rules, &dir, l.quiet_denials)?),
         _ => {
             if plan.has_session_bundle() {
                 prepare::write_trust(plan, &dir, None)?;

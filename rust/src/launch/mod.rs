@@ -31,6 +31,8 @@ pub struct Launch<'a> {
     /// With `dry_run`: as JSON ([`crate::report::json`]).
     pub json: bool,
     pub allow_nix: bool,
+    /// No first-denial notices from the proxy (`--quiet-denials`).
+    pub quiet_denials: bool,
 }
 
 fn host_home() -> anyhow::Result<PathBuf> {
@@ -140,6 +142,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         dry_run: a.dry_run,
         json: a.json,
         allow_nix: spec.allow_nix,
+        quiet_denials: a.quiet_denials,
     };
     if target == "macos" {
         if a.dry_run {

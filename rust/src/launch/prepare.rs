@@ -46,17 +46,28 @@ pub fn start_sentinel(
         .context("cannot start the exit sweep's sentinel process")
 }
 
-/// Start the session's proxy and write the CA files the sandbox trusts.
+/// A first-denial notice on the launcher's stderr, which is the user's terminal shared with
+/// the agent's interface: one line (the proxy made it printable ASCII), written at once so
+/// it never interleaves with other output, no escape sequences.
+fn notice(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
+/// Start the session's proxy and write the CA files the sandbox trusts. Unless `quiet`, the
+/// first denial of each host is announced on this process's stderr as it happens.
 pub fn start_proxy(
     plan: &Plan,
     rules: &std::collections::BTreeMap<String, Option<Vec<String>>>,
     session_dir: &Path,
+    quiet: bool,
 ) -> anyhow::Result<crate::proxy::RunningProxy> {
     let proxy = crate::proxy::start(crate::proxy::ProxyConfig {
         rules: rules.clone(),
         upstream_ca_files: plan.upstream_ca_files.clone(),
         allowed_local_ports: plan.allowed_local_ports.clone(),
         log_path: Some(session_dir.join("proxy.log")),
+        on_first_denial: (!quiet).then(|| crate::proxy::Notify(std::sync::Arc::new(notice))),
         ..Default::default()
     })
     .context("cannot start the filtering proxy")?;

@@ -1,10 +1,14 @@
 //! What the proxy remembers: every denial (for the log file and the exit summary) and the
 //! first allowed contact per host. Memory stays bounded whatever the agent sends.
+//!
+//! How a denial could be allowed is decided once, by [`Denial::remedy`]: the 403's reason
+//! phrase and body ([`Denial::sentence`]), the first-denial notice ([`Denial::notice`]) and
+//! the exit summary ([`Summary::render`]) all word it from there.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs::File;
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::policy::{Host, Methods, Policy, codes, printable};
@@ -15,6 +19,9 @@ use crate::utc::Utc;
 const MAX_DENIALS: usize = 1_000;
 /// Hosts remembered for "first allowed contact"; beyond, every contact is logged.
 const MAX_CONTACTED: usize = 10_000;
+/// Hosts announced by a first-denial notice; beyond, one line says the rest waits for the
+/// exit summary (an agent trying thousands of hosts must not flood the terminal).
+const MAX_NOTICES: usize = 100;
 
 /// One refused CONNECT or request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +46,135 @@ pub struct Denial {
     pub local_port: Option<u16>,
 }
 
+/// How a denied request could be let through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remedy {
+    /// This `allowedDomains` entry (methods: `None` = `"*"`).
+    Domain(String, Option<Vec<String>>),
+    /// `allowedLocalPorts` with this port: the name resolved to host loopback.
+    LocalPort(u16),
+    /// A private, link-local or host address: the proxy never dials it, whatever the settings.
+    Never,
+    /// No setting is involved (a malformed, mismatched or oversized request).
+    Nothing,
+}
+
+impl Denial {
+    /// The one rule for what would have allowed this denial.
+    pub fn remedy(&self) -> Remedy {
+        if let Some((domain, methods)) = &self.would_allow {
+            return Remedy::Domain(domain.clone(), methods.clone());
+        }
+        match (self.code, self.local_port) {
+            (codes::PRIVATE_ADDRESS, Some(port)) => Remedy::LocalPort(port),
+            (codes::PRIVATE_ADDRESS, None) => Remedy::Never,
+            _ => Remedy::Nothing,
+        }
+    }
+
+    /// What the client is told, as the 403's reason phrase and its body: the reason and how
+    /// to allow it, in both the flag's and the Nix argument's words.
+    pub fn sentence(&self) -> String {
+        match self.remedy().advice() {
+            Some(advice) => format!("Blocked by agent-sandbox: {} ({advice})", self.message),
+            None => format!("Blocked by agent-sandbox: {}", self.message),
+        }
+    }
+
+    /// The launcher's one-line notice the first time this host is denied (no newline).
+    pub fn notice(&self) -> String {
+        let what = if self.method == "CONNECT" {
+            self.host.clone()
+        } else {
+            format!("{} {}", self.method, self.host)
+        };
+        // With a fix, the fix; without one, why.
+        let code = self.code;
+        match self.remedy() {
+            r @ (Remedy::Domain(..) | Remedy::LocalPort(_)) => format!(
+                "agent-sandbox: blocked {what} ({code}); {}",
+                r.advice().unwrap_or_default()
+            ),
+            Remedy::Never => format!(
+                "agent-sandbox: blocked {what} ({code}): {}; no setting allows it",
+                self.message
+            ),
+            Remedy::Nothing => format!("agent-sandbox: blocked {what} ({code}): {}", self.message),
+        }
+    }
+}
+
+impl Remedy {
+    /// `allow it with <flag> or <Nix>`, or why nothing would; `None` when no setting is
+    /// involved.
+    pub fn advice(&self) -> Option<String> {
+        match self {
+            Remedy::Domain(domain, methods) => {
+                let methods = methods.as_ref().map(sorted_methods);
+                Some(format!(
+                    "allow it with {} or allowedDomains = {{ {} }}",
+                    domain_flag(domain, methods.as_deref()),
+                    domain_entry(domain, methods.as_deref())
+                ))
+            }
+            Remedy::LocalPort(port) => Some(format!(
+                "allow it with {} or allowedLocalPorts = [ {port} ];",
+                local_port_flag(*port)
+            )),
+            // The reason already says that the proxy never dials such addresses.
+            Remedy::Never => Some("no setting allows it".to_string()),
+            Remedy::Nothing => None,
+        }
+    }
+}
+
+/// Methods in the order of [`HTTP_METHODS`] (unknown ones last, alphabetically), no repeats.
+fn sorted_methods<'a>(methods: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
+    let mut ms: Vec<&str> = methods.into_iter().map(String::as_str).collect();
+    ms.sort_by_key(|m| (method_rank(m), m.to_string()));
+    ms.dedup();
+    ms
+}
+
+/// `"example.org" = "*";` or `"example.org" = [ "GET" "POST" ];`
+fn domain_entry(domain: &str, methods: Option<&[&str]>) -> String {
+    match methods {
+        None => format!("\"{domain}\" = \"*\";"),
+        Some(ms) => {
+            let nix: Vec<String> = ms.iter().map(|m| format!("\"{m}\"")).collect();
+            format!("\"{domain}\" = [ {} ];", nix.join(" "))
+        }
+    }
+}
+
+/// `--allow-domain example.org` or `--allow-domain example.org=GET,POST`
+fn domain_flag(domain: &str, methods: Option<&[&str]>) -> String {
+    match methods {
+        None => format!("--allow-domain {domain}"),
+        Some(ms) => format!("--allow-domain {domain}={}", ms.join(",")),
+    }
+}
+
+fn local_port_flag(port: u16) -> String {
+    format!("--allow-local-port {port}")
+}
+
+/// Receives the one-line notice (without newline) the first time each host is denied.
+#[derive(Clone)]
+pub struct Notify(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for Notify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notify(..)")
+    }
+}
+
+impl PartialEq for Notify {
+    fn eq(&self, other: &Notify) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// What the proxy saw during the session, returned by `RunningProxy::shutdown`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
@@ -52,6 +188,7 @@ pub struct Summary {
 
 pub(crate) struct Events {
     file: Option<Mutex<File>>,
+    notify: Option<Notify>,
     state: Mutex<State>,
 }
 
@@ -60,6 +197,8 @@ struct State {
     denials: Vec<Denial>,
     more_denials: u64,
     contacted: HashSet<String>,
+    /// Hosts whose first denial was announced.
+    noticed: HashSet<String>,
 }
 
 pub(crate) fn now() -> u64 {
@@ -79,9 +218,10 @@ pub fn format_time(secs: u64) -> String {
 }
 
 impl Events {
-    pub fn new(file: Option<File>) -> Events {
+    pub fn new(file: Option<File>, notify: Option<Notify>) -> Events {
         Events {
             file: file.map(Mutex::new),
+            notify,
             state: Mutex::new(State::default()),
         }
     }
@@ -103,11 +243,31 @@ impl Events {
             denial.port,
             denial.path
         ));
-        let mut state = self.state.lock().expect("events");
-        if state.denials.len() < MAX_DENIALS {
-            state.denials.push(denial);
-        } else {
-            state.more_denials += 1;
+        let notice = self.notify.as_ref().and_then(|_| {
+            let mut state = self.state.lock().expect("events");
+            if state.noticed.contains(&denial.host) || state.noticed.len() > MAX_NOTICES {
+                return None;
+            }
+            state.noticed.insert(denial.host.clone());
+            Some(if state.noticed.len() > MAX_NOTICES {
+                format!(
+                    "agent-sandbox: blocked more than {MAX_NOTICES} hosts; the others are listed at exit"
+                )
+            } else {
+                denial.notice()
+            })
+        });
+        {
+            let mut state = self.state.lock().expect("events");
+            if state.denials.len() < MAX_DENIALS {
+                state.denials.push(denial);
+            } else {
+                state.more_denials += 1;
+            }
+        }
+        // Outside the lock: the notice may block on a slow terminal.
+        if let (Some(notify), Some(line)) = (&self.notify, notice) {
+            (notify.0)(&line);
         }
     }
 
@@ -223,63 +383,53 @@ impl Summary {
         }
 
         // Merge the suggestions per domain: "*" wins, method lists are united.
+        let remedies: Vec<(&Denial, Remedy)> =
+            self.denials.iter().map(|d| (d, d.remedy())).collect();
         let mut entries: BTreeMap<String, Option<BTreeSet<String>>> = BTreeMap::new();
-        for (domain, methods) in self.denials.iter().filter_map(|d| d.would_allow.clone()) {
-            let slot = entries
-                .entry(domain)
-                .or_insert_with(|| Some(BTreeSet::new()));
-            match (slot.as_mut(), methods) {
-                (Some(set), Some(ms)) => set.extend(ms),
-                _ => *slot = None,
+        let mut loopback_ports: BTreeSet<u16> = BTreeSet::new();
+        // Only a name that resolved to host loopback can be let through by allowedLocalPorts;
+        // for the others (LAN, link-local, the host's own addresses) no setting would help, so
+        // none is suggested.
+        let mut unreachable: BTreeSet<&str> = BTreeSet::new();
+        for (d, remedy) in &remedies {
+            match remedy {
+                Remedy::Domain(domain, methods) => {
+                    let slot = entries
+                        .entry(domain.clone())
+                        .or_insert_with(|| Some(BTreeSet::new()));
+                    match (slot.as_mut(), methods) {
+                        (Some(set), Some(ms)) => set.extend(ms.iter().cloned()),
+                        _ => *slot = None,
+                    }
+                }
+                Remedy::LocalPort(port) => {
+                    loopback_ports.insert(*port);
+                }
+                Remedy::Never => {
+                    unreachable.insert(d.host.as_str());
+                }
+                Remedy::Nothing => {}
             }
         }
         if !entries.is_empty() {
             out.push_str("To allow them, set these allowedDomains entries:\n");
             let mut flags = Vec::new();
             for (domain, methods) in &entries {
-                match methods {
-                    None => {
-                        out.push_str(&format!("  \"{domain}\" = \"*\";\n"));
-                        flags.push(format!("--allow-domain {domain}"));
-                    }
-                    Some(set) => {
-                        let mut ms: Vec<&String> = set.iter().collect();
-                        ms.sort_by_key(|m| (method_rank(m), m.to_string()));
-                        let nix: Vec<String> = ms.iter().map(|m| format!("\"{m}\"")).collect();
-                        let cli: Vec<&str> = ms.iter().map(|m| m.as_str()).collect();
-                        out.push_str(&format!("  \"{domain}\" = [ {} ];\n", nix.join(" ")));
-                        flags.push(format!("--allow-domain {domain}={}", cli.join(",")));
-                    }
-                }
+                let methods = methods.as_ref().map(sorted_methods);
+                out.push_str(&format!("  {}\n", domain_entry(domain, methods.as_deref())));
+                flags.push(domain_flag(domain, methods.as_deref()));
             }
             out.push_str(&format!("or on the command line: {}\n", flags.join(" ")));
         }
-
-        // Only a name that resolved to host loopback can be let through by allowedLocalPorts;
-        // for the others (LAN, link-local, the host's own addresses) no setting would help, so
-        // none is suggested.
-        let private = || {
-            self.denials
-                .iter()
-                .filter(|d| d.code == codes::PRIVATE_ADDRESS)
-        };
-        let loopback_ports: BTreeSet<u16> = private().filter_map(|d| d.local_port).collect();
         if !loopback_ports.is_empty() {
             let ports: Vec<String> = loopback_ports.iter().map(u16::to_string).collect();
-            let flags: Vec<String> = ports
-                .iter()
-                .map(|p| format!("--allow-local-port {p}"))
-                .collect();
+            let flags: Vec<String> = loopback_ports.iter().map(|p| local_port_flag(*p)).collect();
             out.push_str(&format!(
                 "Names that resolve to this host's loopback need allowedLocalPorts = [ {} ]; ({}).\n",
                 ports.join(" "),
                 flags.join(" ")
             ));
         }
-        let unreachable: BTreeSet<&str> = private()
-            .filter(|d| d.local_port.is_none())
-            .map(|d| d.host.as_str())
-            .collect();
         if !unreachable.is_empty() {
             let hosts: Vec<&str> = unreachable.into_iter().collect();
             out.push_str(&format!(
@@ -327,6 +477,139 @@ mod tests {
             would_allow: would_allow(&policy, code, method, host),
             local_port: (code == codes::PRIVATE_ADDRESS && host.starts_with("db.")).then_some(5432),
         }
+    }
+
+    #[test]
+    fn each_remedy_in_the_sentence_and_the_notice() {
+        let cases = [
+            (
+                denial(
+                    "CONNECT",
+                    "evil.test",
+                    443,
+                    "-",
+                    codes::BLOCKED_BY_ALLOWLIST,
+                ),
+                "allow it with --allow-domain evil.test or allowedDomains = { \"evil.test\" = \"*\"; }",
+                "evil.test",
+            ),
+            (
+                denial(
+                    "DELETE",
+                    "www.example.net",
+                    443,
+                    "/x",
+                    codes::METHOD_NOT_ALLOWED,
+                ),
+                "allow it with --allow-domain www.example.net=GET,HEAD,DELETE or allowedDomains = { \"www.example.net\" = [ \"GET\" \"HEAD\" \"DELETE\" ]; }",
+                "DELETE www.example.net",
+            ),
+            (
+                denial(
+                    "CONNECT",
+                    "db.example.org",
+                    443,
+                    "-",
+                    codes::PRIVATE_ADDRESS,
+                ),
+                "allow it with --allow-local-port 5432 or allowedLocalPorts = [ 5432 ];",
+                "db.example.org",
+            ),
+        ];
+        for (mut d, advice, what) in cases {
+            d.message = "why".into();
+            assert_eq!(
+                d.sentence(),
+                format!("Blocked by agent-sandbox: why ({advice})")
+            );
+            assert_eq!(
+                d.notice(),
+                format!("agent-sandbox: blocked {what} ({}); {advice}", d.code)
+            );
+        }
+        // Nothing would allow it: the reason, and that no setting helps.
+        let mut d = denial(
+            "CONNECT",
+            "lan.example.org",
+            443,
+            "-",
+            codes::PRIVATE_ADDRESS,
+        );
+        d.message = "lan.example.org resolves only to non-public addresses (10.0.0.1)".into();
+        assert_eq!(d.remedy(), Remedy::Never);
+        assert_eq!(
+            d.sentence(),
+            "Blocked by agent-sandbox: lan.example.org resolves only to non-public addresses (10.0.0.1) (no setting allows it)"
+        );
+        assert_eq!(
+            d.notice(),
+            "agent-sandbox: blocked lan.example.org (private-address): lan.example.org resolves only to non-public addresses (10.0.0.1); no setting allows it"
+        );
+        // No setting is involved: the reason alone.
+        let mut d = denial("GET", "api.example.org", 443, "/", codes::HOST_MISMATCH);
+        d.message = "request for x inside a tunnel opened for api.example.org".into();
+        assert_eq!(d.remedy(), Remedy::Nothing);
+        assert_eq!(
+            d.sentence(),
+            "Blocked by agent-sandbox: request for x inside a tunnel opened for api.example.org"
+        );
+        assert_eq!(
+            d.notice(),
+            "agent-sandbox: blocked GET api.example.org (host-mismatch): request for x inside a tunnel opened for api.example.org"
+        );
+    }
+
+    #[test]
+    fn notices_once_per_host_and_bounded() {
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = lines.clone();
+        let events = Events::new(
+            None,
+            Some(Notify(Arc::new(move |l: &str| {
+                sink.lock().unwrap().push(l.to_string())
+            }))),
+        );
+        events.deny(denial(
+            "CONNECT",
+            "a.test",
+            443,
+            "-",
+            codes::BLOCKED_BY_ALLOWLIST,
+        ));
+        events.deny(denial(
+            "GET",
+            "a.test",
+            80,
+            "/",
+            codes::BLOCKED_BY_ALLOWLIST,
+        ));
+        events.deny(denial(
+            "CONNECT",
+            "b.test",
+            443,
+            "-",
+            codes::BLOCKED_BY_ALLOWLIST,
+        ));
+        assert_eq!(lines.lock().unwrap().len(), 2);
+        assert!(lines.lock().unwrap()[1].starts_with("agent-sandbox: blocked b.test "));
+        for i in 0..2 * MAX_NOTICES {
+            let host = format!("h{i}.test");
+            events.deny(denial(
+                "CONNECT",
+                &host,
+                443,
+                "-",
+                codes::BLOCKED_BY_ALLOWLIST,
+            ));
+        }
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), MAX_NOTICES + 1);
+        assert_eq!(
+            lines.last().unwrap(),
+            "agent-sandbox: blocked more than 100 hosts; the others are listed at exit"
+        );
+        // Every denial still reaches the summary.
+        assert_eq!(events.summary().denials.len(), 3 + 2 * MAX_NOTICES);
     }
 
     #[test]

@@ -42,7 +42,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Semaphore;
 
 pub use ca::CaError;
-pub use log::{Denial, Summary};
+pub use log::{Denial, Notify, Remedy, Summary};
 pub use policy::{Decision, Policy, PolicyError};
 pub use server::DENIED_HEADER;
 pub use upstream::TrustError;
@@ -103,6 +103,9 @@ pub struct ProxyConfig {
     /// `curl --connect-to`. The private-address check still applies to the address dialled.
     /// For tests and pinning; empty in normal use.
     pub dial_overrides: BTreeMap<(String, u16), SocketAddr>,
+    /// Called with a one-line notice (no newline) the first time each host is denied; the
+    /// launcher prints it. `None`: denials are only logged and summarised.
+    pub on_first_denial: Option<Notify>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,7 +235,7 @@ pub fn start(config: ProxyConfig) -> Result<RunningProxy, ProxyError> {
         // Upgrades (WebSocket) need HTTP/1.1 end to end.
         client_h1: client(true),
         dialer: dialer.clone(),
-        events: log::Events::new(file),
+        events: log::Events::new(file, config.on_first_denial.clone()),
         slots: Arc::new(Semaphore::new(config.limits.max_connections)),
         limits: config.limits,
     });

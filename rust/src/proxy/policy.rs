@@ -188,11 +188,11 @@ impl Policy {
             return match parsed {
                 Host::Ip(_) => deny(
                     codes::IP_LITERAL,
-                    format!("{parsed} is an IP address and is not listed in allowedDomains"),
+                    format!("{parsed} is an IP address that is not allowed"),
                 ),
                 Host::Name(_) => deny(
                     codes::BLOCKED_BY_ALLOWLIST,
-                    format!("{parsed} is not in allowedDomains"),
+                    format!("{parsed} is not an allowed domain"),
                 ),
             };
         };
@@ -232,7 +232,7 @@ impl Policy {
         match self.lookup(&tunnel) {
             None => deny(
                 codes::BLOCKED_BY_ALLOWLIST,
-                format!("{tunnel} is not in allowedDomains"),
+                format!("{tunnel} is not an allowed domain"),
             ),
             Some((_, Methods::Any)) => Decision::Allow { intercept: false },
             Some((_, Methods::Only(allowed))) if allowed.contains(method) => {

@@ -779,9 +779,9 @@ impl Shared {
         code: &'static str,
         message: String,
         local_port: Option<u16>,
-    ) {
+    ) -> String {
         let shown = Host::parse(host).map_or_else(|| printable(host), |h| h.to_string());
-        self.events.deny(Denial {
+        let denial = Denial {
             time: now(),
             method: printable(method),
             would_allow: would_allow(&self.policy, code, method, host),
@@ -791,7 +791,10 @@ impl Shared {
             code,
             message,
             local_port,
-        });
+        };
+        let sentence = denial.sentence();
+        self.events.deny(denial);
+        sentence
     }
 }
 
@@ -811,13 +814,10 @@ impl Conn {
         } else {
             StatusCode::FORBIDDEN
         };
-        self.shared
-            .record(method, host, port, "-", code, message.clone(), local_port);
-        text(
-            status,
-            Some(code),
-            format!("agent-sandbox proxy: {message}\n"),
-        )
+        let sentence = self
+            .shared
+            .record(method, host, port, "-", code, message, local_port);
+        denied(status, code, &sentence)
     }
 
     fn dial_failed(
@@ -830,21 +830,16 @@ impl Conn {
     ) -> Response<Body> {
         match error {
             DialError::PrivateAddress { loopback_port, .. } => {
-                let message = error.to_string();
-                self.shared.record(
+                let sentence = self.shared.record(
                     method,
                     host,
                     port,
                     path,
                     codes::PRIVATE_ADDRESS,
-                    message.clone(),
+                    error.to_string(),
                     *loopback_port,
                 );
-                text(
-                    StatusCode::FORBIDDEN,
-                    Some(codes::PRIVATE_ADDRESS),
-                    format!("agent-sandbox proxy: {message}\n"),
-                )
+                denied(StatusCode::FORBIDDEN, codes::PRIVATE_ADDRESS, &sentence)
             }
             other => text(
                 StatusCode::BAD_GATEWAY,
@@ -868,16 +863,43 @@ async fn refuse(
 ) -> Response<Body> {
     let method = req.method().to_string();
     let path = log_path(req.uri().path());
-    conn.shared
-        .record(&method, host, port, &path, code, message.clone(), None);
+    let sentence = conn
+        .shared
+        .record(&method, host, port, &path, code, message, None);
     let limits = &conn.shared.limits;
     let drain = Limited::new(req.into_body(), limits.drain_bytes).collect();
     let _ = tokio::time::timeout(limits.drain_timeout, drain).await;
-    text(
-        status,
-        Some(code),
-        format!("agent-sandbox proxy: {message}\n"),
-    )
+    denied(status, code, &sentence)
+}
+
+/// A refusal that says why and how to allow it where tools show it: HTTP/1 clients print
+/// the status line (`Tunnel connection failed: 403 Blocked by agent-sandbox: …`) or the body;
+/// HTTP/2 has no reason phrase, so the body carries the same sentence.
+fn denied(status: StatusCode, code: &'static str, sentence: &str) -> Response<Body> {
+    let mut response = text(status, Some(code), format!("{sentence}\n"));
+    response.extensions_mut().insert(reason_phrase(sentence));
+    response
+}
+
+/// A reason phrase may hold only tabs, spaces and visible bytes (RFC 9112 §4); anything else
+/// becomes `?`, and a very long sentence is cut (status lines have limits in clients).
+fn reason_phrase(sentence: &str) -> hyper::ext::ReasonPhrase {
+    const MAX: usize = 1024;
+    let mut phrase: String = sentence
+        .chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(MAX)
+        .collect();
+    if sentence.chars().nth(MAX).is_some() {
+        phrase.replace_range(MAX - 3.., "...");
+    }
+    hyper::ext::ReasonPhrase::try_from(phrase).expect("only spaces and visible ASCII")
 }
 
 fn text(status: StatusCode, code: Option<&'static str>, body: String) -> Response<Body> {

@@ -522,10 +522,13 @@ fn local_ports_never_open_the_hosts_own_address_to_the_proxy() {
         ));
         assert_eq!(o.code, 0, "{ports:?}: {o:?}");
         let lines: Vec<&str> = o.stdout.lines().collect();
+        let status = format!(
+            "HTTP/1.1 403 Blocked by agent-sandbox: {host_ip} resolves only to non-public addresses ({host_ip}); the proxy never dials private, link-local or this host's own addresses, whatever allowedLocalPorts says (no setting allows it)"
+        );
         assert_eq!(
             lines[..3],
             [
-                "HTTP/1.1 403 Forbidden",
+                status.as_str(),
                 "x-agent-sandbox-denied: private-address",
                 "connect=403",
             ],
@@ -807,9 +810,14 @@ fn filtered_mode_refuses_prefixes_of_the_hosts_local_table() {
         "for u in http://203.0.113.130/ 'http://[2001:db8:9::5]/'; do \
            curl -s -m 5 -i \"$u\" | grep -i -e '^HTTP/' -e '^x-agent-sandbox-denied' | tr -d '\\r'; done",
     ));
+    let reply = |ip: &str| {
+        format!(
+            "HTTP/1.1 403 Blocked by agent-sandbox: {ip} resolves only to non-public addresses ({ip}); the proxy never dials private, link-local or this host's own addresses, whatever allowedLocalPorts says (no setting allows it)\nx-agent-sandbox-denied: private-address\n"
+        )
+    };
     assert_eq!(
         o.stdout,
-        "HTTP/1.1 403 Forbidden\nx-agent-sandbox-denied: private-address\n".repeat(2),
+        reply("203.0.113.130") + &reply("2001:db8:9::5"),
         "the proxy dialled a prefix of the host's local table: {o:?}"
     );
 }
