@@ -4,6 +4,7 @@
 //! (canonical paths, checked symlinks, git layout). The backends derive their argv from the plan.
 pub mod bridge;
 pub mod cli;
+pub mod command;
 pub mod doctor;
 pub mod entry;
 pub mod flags;

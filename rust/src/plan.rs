@@ -174,6 +174,9 @@ pub enum Why {
     Declared,
     /// A declared symlink's target shown at the link's place (or left to the link).
     Alias,
+    /// The command given, found on the caller's `PATH` and not in the sandbox's
+    /// ([`crate::command`]): its file or installation directory read-only, its links.
+    Command,
     /// The launcher's state directory where an exposed path shows it: masked.
     StateMask,
     /// A Unix socket found in a declared directory and not allowed: masked.
@@ -589,6 +592,14 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     ));
 
     let mut env = environment(spec, host, path_var, nix_env);
+    expose_command(
+        spec,
+        host,
+        &command,
+        (&mut mounts, &mut held),
+        &mut env,
+        &mut warnings,
+    );
 
     let Wiring {
         local,
@@ -824,6 +835,74 @@ fn allow_nix(
         env: nix_env,
         socket: nix_daemon_socket,
     })
+}
+
+/// A bare command the sandbox's `PATH` lacks but the caller's has, host-system mode only
+/// ([`crate::command`] decides): its links, and its file or installation directory read-only
+/// at their own paths (held by descriptor, like declared paths), its directory first on
+/// `PATH` inside, and a note with the flags that do the same; or a warning saying why not.
+fn expose_command(
+    spec: &Spec,
+    host: &HostContext,
+    command: &[OsString],
+    (mounts, held): (&mut Vec<Entry>, &mut BTreeMap<PathBuf, Held>),
+    env: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) {
+    let Some(name) = command.first().and_then(|c| c.to_str()) else {
+        return;
+    };
+    if spec.closure.is_some() || name.is_empty() || name.contains('/') {
+        return;
+    }
+    let inside_path = env.get("PATH").cloned().unwrap_or_default();
+    let writable = writable_of(mounts.iter().map(|e| &e.mount));
+    let shown = |p: &Path| shows(mounts, p);
+    let ctx = crate::command::Context {
+        caller_path: &host.caller_path,
+        inside_path: &inside_path,
+        home: &host.home,
+        shown: &shown,
+        writable: &writable,
+    };
+    let x = match crate::command::resolve(&ctx, name, &crate::command::host_node) {
+        crate::command::Outcome::Exposed(x) => x,
+        crate::command::Outcome::Refused(w) => return warnings.push(w),
+        crate::command::Outcome::Inside | crate::command::Outcome::Nowhere => return,
+    };
+    for p in x.ro {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        held.insert(p.clone(), held_from(&meta));
+        let bind = Mount::RoBind {
+            src: p.clone(),
+            dest: p,
+        };
+        mounts.push(Entry::new(Why::Command, bind));
+    }
+    for (dest, target) in x.links {
+        mounts.push(Entry::new(Why::Command, Mount::Symlink { target, dest }));
+    }
+    let dirs = x.path_dirs.iter().map(|d| d.display().to_string());
+    let path: Vec<String> = dirs.chain([inside_path]).collect();
+    env.insert("PATH".into(), path.join(":"));
+    warnings.push(x.note);
+}
+
+/// Whether the sandbox shows host path `p` at its place: the last mount over it is a bind of
+/// that place (a link mount: the link itself). An empty tmpfs, a mask or a link above it hide it.
+fn shows(mounts: &[Entry], p: &Path) -> bool {
+    let last = mounts
+        .iter()
+        .map(|e| &e.mount)
+        .rfind(|m| p.starts_with(m.dest()));
+    match last {
+        Some(Mount::RoBind { src, dest } | Mount::Bind { src, dest }) => src == dest,
+        Some(Mount::BindFd { src, dest, .. }) => src == dest,
+        Some(Mount::Symlink { dest, .. }) => dest == p,
+        _ => false,
+    }
 }
 
 /// What allowNix adds besides mounts: the variables, and the socket the sandbox reaches.

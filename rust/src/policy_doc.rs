@@ -68,6 +68,7 @@ fn files(s: &mut String, plan: &Plan) {
             Why::GitDir => "a git directory of the repository",
             Why::Declared => "declared",
             Why::Alias => "declared",
+            Why::Command => "the command you ran, found on your PATH",
             Why::Protect | Why::Placeholder => {
                 let git = git_dirs.iter().any(|g| dest.starts_with(g))
                     || dest.components().any(|c| c.as_os_str() == ".git");

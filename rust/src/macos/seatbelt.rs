@@ -197,7 +197,8 @@ enum Mode {
 /// The plan's mounts, sorted into what Seatbelt can express.
 #[derive(Debug, Default)]
 struct Layout {
-    /// System layer: store paths (closure mode) or `/usr`, `/bin`, `/sbin` (host-system mode).
+    /// System layer: store paths (closure mode) or `/usr`, `/bin`, `/sbin` (host-system mode);
+    /// the command found on the caller's `PATH` (`Why::Command`).
     exec_roots: Vec<PathBuf>,
     /// System layer data: `/private/etc` entries (host-system mode), `/nix/var` (allowNix).
     system_ro: Vec<PathBuf>,
@@ -266,6 +267,14 @@ fn layout(plan: &Plan) -> Layout {
                         l.host_system |= p == Path::new("/usr");
                         l.exec_roots.push(p);
                     }
+                }
+                continue;
+            }
+            // The command from the caller's PATH runs from there: its files and its links
+            // (read where the kernel resolves them) readable and executable.
+            Why::Command => {
+                if let Mount::RoBind { src: p, .. } | Mount::Symlink { dest: p, .. } = m {
+                    l.exec_roots.push(canonical(p));
                 }
                 continue;
             }

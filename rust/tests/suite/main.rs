@@ -8,6 +8,7 @@ mod common;
 
 mod bind_race;
 mod cli;
+mod command;
 mod denials;
 mod doctor;
 mod environment;
