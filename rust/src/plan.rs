@@ -514,6 +514,9 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     placeholders.extend(protected_placeholders);
 
     let network = network_mode(spec);
+    warnings.extend(crate::spec::loopback_domains_warning(
+        spec.allowed_domains.as_ref(),
+    ));
     let Plumbing {
         entries: plumbing_entries,
         session_files,

@@ -482,3 +482,53 @@ fn dry_run_json_is_the_plan_as_data() {
     let o = run(f.sh(&["--json"], "true"));
     assert_ne!(o.code, 0, "{o:?}");
 }
+
+/// Issue 11: `--allow-domain com` allowed every .com site (a rule covers its subdomains). Too
+/// broad and internationalised entries are refused before anything starts, with the fix;
+/// the registrable domain under the suffix is accepted.
+#[test]
+fn too_broad_or_internationalised_domains_are_refused_with_the_fix() {
+    let f = Fixture::new();
+    for (domain, want) in [
+        (
+            "com",
+            "allowedDomains entry \"com\" is a single label (a top-level domain)",
+        ),
+        ("co.uk", "allowedDomains entry \"co.uk\" is a public suffix"),
+        (
+            "github.io",
+            "expected a registrable domain such as \"example.github.io\"",
+        ),
+        (
+            "bücher.example",
+            "write it in its ASCII (punycode) form, which starts with xn--",
+        ),
+    ] {
+        let (o, marker) = dry_run(&f, &["--allow-domain", domain]);
+        assert_ne!(o.code, 0, "{domain}: {o:?}");
+        assert!(o.stderr.contains(want), "{domain}: {o:?}");
+        assert!(!marker.exists());
+    }
+    let (o, _) = dry_run(&f, &["--allow-domain", "example.co.uk"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stderr.contains("allowedDomains"), "{o:?}");
+}
+
+/// `localhost` in allowedDomains is the sandbox's own loopback: the warning names the flag
+/// that reaches the host's.
+#[test]
+fn a_localhost_domain_points_at_allow_local_port() {
+    let f = Fixture::new();
+    let (o, _) = dry_run(
+        &f,
+        &["--allow-domain", "localhost", "--allow-domain", "::1"],
+    );
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stdout.contains("warning: allowedDomains has \"::1\", \"localhost\": clients do not send loopback to the proxy")
+            && o.stdout.contains("bridge its port: --allow-local-port PORT"),
+        "{o:?}"
+    );
+    let (o, _) = dry_run(&f, &["--allow-domain", "localhost.example.com"]);
+    assert!(!o.stdout.contains("allowedDomains has"), "{o:?}");
+}
