@@ -1203,6 +1203,24 @@ struct Around<'a> {
     placeholders: &'a [(PathBuf, PlaceholderKind)],
 }
 
+/// The system layer's places that are inside what they are on the host: binds at their own
+/// path, and links whose target is the host's (merged-/usr `/lib64 -> usr/lib64`).
+fn host_system_places(system: &[Entry]) -> Vec<PathBuf> {
+    system
+        .iter()
+        .filter(|e| e.why == Why::System)
+        .filter_map(|e| match &e.mount {
+            Mount::RoBind { src, dest } if src == dest => Some(dest.clone()),
+            Mount::Symlink { target, dest }
+                if std::fs::read_link(dest).ok().as_ref() == Some(target) =>
+            {
+                Some(dest.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn resolve_declared_paths(
     spec: &Spec,
     host: &HostContext,
@@ -1229,11 +1247,18 @@ fn resolve_declared_paths(
             }
         }
     }
-    let mut permitted = Permitted::new(permitted_roots);
+    // What the scan of declared directories counts as resolving inside: the permitted places
+    // and the host system's binds and links as they are on the host (`/etc/alternatives`,
+    // `/lib64`: `--ro /usr` listed hundreds of `/usr/bin/awk -> /etc/alternatives/awk` as
+    // dangling). Declared paths keep the narrower set: their target is what gets bound.
+    let host_system = host_system_places(system);
+    let mut permitted = Permitted::new(permitted_roots.iter().cloned());
+    let mut exposed = Permitted::new(permitted_roots.into_iter().chain(host_system.clone()));
     // Links may lead into the store only where it is the real directory the links name.
     let store_dir = Path::new(symlinks::NIX_STORE);
     if std::fs::canonicalize(store_dir).ok().as_deref() == Some(store_dir) {
         permitted = permitted.with_store(store_dir);
+        exposed = exposed.with_store(store_dir);
     }
 
     let allowed_sockets = allowed_sockets(spec, host);
@@ -1291,8 +1316,12 @@ fn resolve_declared_paths(
         }
         if is_dir {
             // One walk finds both the dangling links and the sockets to mask.
-            let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
-            warnings.extend(symlinks::scan_warning(&report));
+            let report = symlinks::scan_tree(&src, &exposed, SCAN_LIMIT);
+            // The host system's own links (`/usr/lib/environment.d/… -> /etc/environment`) are
+            // the system layer's, shown alike without the declaration, and not the user's to fix.
+            if !host_system.iter().any(|p| src.starts_with(p)) {
+                warnings.extend(symlinks::scan_warning(&report));
+            }
             store_entries.extend(report.store.iter().cloned());
             warnings.extend(sockets::unscanned_warning(&dest, &report));
             found_sockets.extend(report.sockets.iter().filter_map(|h| {
