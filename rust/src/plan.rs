@@ -885,11 +885,13 @@ fn git_binds(
             git_ro = layout.ro_paths;
             placeholders = layout.placeholders;
             warnings.extend(layout.notes);
-            if !git_identity_declared(spec, declared, &host.home) {
-                warnings.push(
-                    "no git identity declared, so `git commit` will fail inside (user.useConfigOnly). Fix: set env GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL/GIT_COMMITTER_NAME/GIT_COMMITTER_EMAIL, or declare ~/.gitconfig in roFiles".into(),
-                );
-            }
+            let repo_config = git_rw.first().map(|d| d.join("config"));
+            warnings.extend(git_identity_warning(
+                spec,
+                declared,
+                &host.home,
+                repo_config,
+            ));
         }
     }
 
@@ -2285,17 +2287,45 @@ fn network_mode(spec: &Spec) -> Network {
     }
 }
 
-fn git_identity_declared(spec: &Spec, declared: &[Declared], home: &Path) -> bool {
-    let env_ok = ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL", "EMAIL"]
+/// The one-line warning when `git commit` would fail inside for want of an identity: git needs
+/// an author and a committer, each a name and an email, from the environment or a config file
+/// the sandbox sees (a declared `~/.gitconfig` or `~/.config/git/config`, the repository's own
+/// config), and `user.useConfigOnly` stops it guessing (`EMAIL` is such a guess: git ignores it
+/// then). Names the missing variables as flags.
+fn git_identity_warning(
+    spec: &Spec,
+    declared: &[Declared],
+    home: &Path,
+    repo_config: Option<PathBuf>,
+) -> Option<String> {
+    let global = [home.join(".gitconfig"), home.join(".config/git/config")];
+    let files: Vec<PathBuf> = global
         .iter()
-        .any(|k| spec.env.contains_key(*k));
-    let file_ok = declared.iter().any(|d| {
-        d.path == home.join(".gitconfig")
-            || d.path == home.join(".config/git/config")
-            || d.path == home.join(".config/git")
-            || d.path == home.join(".config")
-    });
-    env_ok || file_ok
+        .filter(|f| declared.iter().any(|d| f.starts_with(&d.path)))
+        .cloned()
+        .chain(repo_config)
+        .collect();
+    let (config_name, config_email) = git::identity_in_config(&files);
+    let has = |k: &str| spec.env.contains_key(k);
+    let missing: Vec<&str> = [
+        ("GIT_AUTHOR_NAME", config_name),
+        ("GIT_AUTHOR_EMAIL", config_email),
+        ("GIT_COMMITTER_NAME", config_name),
+        ("GIT_COMMITTER_EMAIL", config_email),
+    ]
+    .into_iter()
+    .filter(|(var, other_source)| !has(var) && !other_source)
+    .map(|(var, _)| var)
+    .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let flags: Vec<String> = missing.iter().map(|v| format!("--env {v}=…")).collect();
+    Some(format!(
+        "no git identity inside (missing {}), so `git commit` will fail (user.useConfigOnly). Fix: {} (env in mkSandbox), or --ro ~/.gitconfig (roFiles) with user.name and user.email set",
+        missing.join(", "),
+        flags.join(" ")
+    ))
 }
 
 #[cfg(test)]
