@@ -1205,6 +1205,39 @@ struct Around<'a> {
     placeholders: &'a [(PathBuf, PlaceholderKind)],
 }
 
+/// A declared path of the other kind: what it is (a socket, a FIFO and a device are not
+/// "a file" to the reader) and where it belongs, as a field and as a flag.
+fn wrong_kind_message(d: &Declared, meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let path = d.path.display();
+    let (mode, flag) = if d.rw { ("rw", "--rw") } else { ("ro", "--ro") };
+    if t.is_dir() {
+        return format!(
+            "{path} ({}) is a directory; declare it in {mode}Dirs ({flag} {path})",
+            d.field
+        );
+    }
+    let is = if t.is_socket() {
+        "a Unix socket"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "a file"
+    };
+    let also = if t.is_socket() {
+        format!(", and allow connecting to it with --allow-socket {path} (allowedSockets)")
+    } else {
+        String::new()
+    };
+    format!(
+        "{path} ({}) is {is}, not a directory; declare it in {mode}Files ({flag} {path}){also}",
+        d.field
+    )
+}
+
 /// The system layer's places that are inside what they are on the host: binds at their own
 /// path, and links whose target is the host's (merged-/usr `/lib64 -> usr/lib64`).
 fn host_system_places(system: &[Entry]) -> Vec<PathBuf> {
@@ -1304,16 +1337,7 @@ fn resolve_declared_paths(
         };
         let is_dir = meta.is_dir();
         if d.kind != Kind::Either && is_dir != (d.kind == Kind::Dir) {
-            let (is, belongs) = if is_dir {
-                ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
-            } else {
-                ("a file", if d.rw { "rwFiles" } else { "roFiles" })
-            };
-            wrong_kind.push(format!(
-                "{} ({}) is {is}; declare it in {belongs}",
-                d.path.display(),
-                d.field
-            ));
+            wrong_kind.push(wrong_kind_message(d, &meta));
             continue;
         }
         if is_dir {
@@ -2368,6 +2392,9 @@ mod tests {
             p.into()
         }
         fn plan(&self, edit: impl FnOnce(&mut Spec)) -> Plan {
+            self.try_plan(edit).unwrap()
+        }
+        fn try_plan(&self, edit: impl FnOnce(&mut Spec)) -> Result<Plan> {
             let mut spec = Spec::new();
             spec.allowed_domains = Some(AllowedDomains::List(vec![]));
             edit(&mut spec);
@@ -2390,7 +2417,48 @@ mod tests {
                 has_bin_bash: true,
                 proc_ro: vec![],
             };
-            build(&spec, &["true".into()], &host).unwrap()
+            build(&spec, &["true".into()], &host)
+        }
+    }
+
+    /// Issue 11: a socket declared with `--rw-dir` was "a file; declare it in rwFiles", which
+    /// then refused it for another reason. Each kind is named, with its field and its flag.
+    #[test]
+    fn a_declared_path_of_the_wrong_kind_is_named_for_what_it_is() {
+        let t = Tree::new();
+        let sock = t.home.join("agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let fifo = t.home.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let file = t.file(&t.home.join("notes"));
+        let dir = t.dir(&t.home.join("cache"));
+        let err = t
+            .try_plan(|spec| {
+                spec.rw_dirs = vec![s(&sock), s(&fifo), s(&file)];
+                spec.ro_files = vec![s(&dir)];
+            })
+            .unwrap_err()
+            .to_string();
+        let want = [
+            format!(
+                "{} (rwDirs) is a Unix socket, not a directory; declare it in rwFiles (--rw {0}), and allow connecting to it with --allow-socket {0} (allowedSockets)",
+                sock.display()
+            ),
+            format!(
+                "{} (rwDirs) is a FIFO (named pipe), not a directory; declare it in rwFiles (--rw {0})",
+                fifo.display()
+            ),
+            format!(
+                "{} (rwDirs) is a file, not a directory; declare it in rwFiles (--rw {0})",
+                file.display()
+            ),
+            format!(
+                "{} (roFiles) is a directory; declare it in roDirs (--ro {0})",
+                dir.display()
+            ),
+        ];
+        for w in &want {
+            assert!(err.contains(w.as_str()), "missing {w:?} in {err}");
         }
     }
 

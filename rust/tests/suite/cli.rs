@@ -532,3 +532,24 @@ fn a_localhost_domain_points_at_allow_local_port() {
     let (o, _) = dry_run(&f, &["--allow-domain", "localhost.example.com"]);
     assert!(!o.stdout.contains("allowedDomains has"), "{o:?}");
 }
+
+/// Issue 11: `--rw-dir` on a socket said "is a file; declare it in rwFiles". The message names
+/// the socket as one and both flags it takes; following it (`--rw` + `--allow-socket`) works.
+#[test]
+fn a_socket_declared_as_a_directory_is_named_for_what_it_is() {
+    let f = Fixture::new();
+    let sock = f.home.join("agent.sock");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let s = sock.to_str().unwrap();
+    let (o, marker) = dry_run(&f, &["--rw-dir", s]);
+    assert_ne!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "{s} (rwDirs) is a Unix socket, not a directory; declare it in rwFiles (--rw {s}), and allow connecting to it with --allow-socket {s} (allowedSockets)"
+        )),
+        "{o:?}"
+    );
+    assert!(!marker.exists());
+    let (o, _) = dry_run(&f, &["--rw", s, "--allow-socket", s]);
+    assert_eq!(o.code, 0, "{o:?}");
+}
