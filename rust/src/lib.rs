@@ -9,6 +9,7 @@ pub mod flags;
 pub mod git;
 pub mod guard;
 pub mod host;
+pub mod inside;
 pub mod launch;
 pub mod linux;
 pub mod macos;

@@ -553,3 +553,74 @@ fn a_socket_declared_as_a_directory_is_named_for_what_it_is() {
     let (o, _) = dry_run(&f, &["--rw", s, "--allow-socket", s]);
     assert_eq!(o.code, 0, "{o:?}");
 }
+
+/// Issue 11: `--dry-run` said nothing about a command the launch then could not find. It now
+/// warns when the command does not resolve inside: a name not on the sandbox's PATH, or a
+/// program that exists on the host but in a place the sandbox does not expose.
+#[test]
+fn dry_run_warns_when_the_command_does_not_exist_inside() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let tool = f.write("home/bin/tool", "#!/bin/sh\necho tool\n");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = tool.to_str().unwrap();
+    let dry = |extra: &[&str], cmd: &[&str]| {
+        let mut c = f.cmd();
+        c.args(["run", "--dry-run", "--no-network"])
+            .args(extra)
+            .arg("--")
+            .args(cmd);
+        run(c)
+    };
+    let o = dry(&[], &["no-such-command-4f1"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr.contains("warning: command not found inside the sandbox: no-such-command-4f1 (PATH=/usr/local/bin:")
+            && o.stderr.contains("so the launch would fail"),
+        "{o:?}"
+    );
+    // On the host, hidden inside (the home is an empty tmpfs): warned; a real run fails alike.
+    let o = dry(&[], &[t]);
+    assert!(
+        o.stderr
+            .contains(&format!("command not found inside the sandbox: {t} ")),
+        "{o:?}"
+    );
+    let real = run({
+        let mut c = f.cmd();
+        c.args(["run", "--no-network", "--", t]);
+        c
+    });
+    assert_ne!(real.code, 0, "{real:?}");
+    // Exposed, or on the sandbox's PATH: no warning, and it runs.
+    for (extra, cmd) in [(&["--ro", "~/bin"][..], t), (&[][..], "sh")] {
+        let o = dry(extra, &[cmd, "-c", "true"]);
+        assert!(!o.stderr.contains("command not found"), "{cmd}: {o:?}");
+    }
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--ro", "~/bin", "--", t]);
+    assert_eq!(ok(c), "tool\n");
+}
+
+/// Issue 11: a token written as `--env NAME=VALUE` sits on a world-readable command line; the
+/// warning says so (without the value) and names `--env NAME`, which does not warn.
+#[test]
+fn a_secret_looking_inline_env_value_is_warned_about() {
+    let f = Fixture::new();
+    let (o, _) = dry_run(&f, &["--env", "API_TOKEN=hunter2-inline"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr
+            .contains("warning: --env API_TOKEN=… on the command line")
+            && o.stderr
+                .contains("pass --env API_TOKEN (the value is taken from"),
+        "{o:?}"
+    );
+    assert!(!o.stderr.contains("hunter2-inline"), "{o:?}");
+    let mut c = f.cmd();
+    c.env("API_TOKEN", "hunter2")
+        .args(["run", "--dry-run", "--env", "API_TOKEN", "--", "true"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stderr.contains("on the command line"), "{o:?}");
+}
