@@ -142,9 +142,31 @@ let
       (match "${label}(\\.${label})*\\.?" d != null && stringLength (removeTrailingDot d) <= 253)
       || match "\\[?[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*]?" d != null
     );
-  notADomain =
+  # The helper reads the same list (rust/src/spec.rs, PUBLIC_SUFFIXES).
+  publicSuffixes = builtins.fromJSON (builtins.readFile ../../rust/shared/public-suffixes.json);
+  isIpLiteral = d: match "\\[?[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*]?" d != null;
+  # The problem with one entry, or null: worded as `domain_problem` in rust/src/spec.rs.
+  domainProblem =
     d:
-    "mkSandbox: allowedDomains entry ${show d} is not a domain name (expected e.g. \"api.anthropic.com\"; no scheme, port, path or wildcard)";
+    let
+      where = "mkSandbox: allowedDomains entry ${show d}";
+      name = toLower (removeTrailingDot d);
+    in
+    # Any byte outside ASCII (controls included in the class) makes this fail.
+    if isString d && match "[[:cntrl:] -~]*" d == null then
+      "${where} is an internationalised name; write it in its ASCII (punycode) form, which starts with xn-- (e.g. \"bücher.example\" is \"xn--bcher-kva.example\"; python3 -c 'print(${show d}.encode(\"idna\").decode())' prints yours)"
+    else if !isDomain d then
+      "${where} is not a domain name (expected e.g. \"api.anthropic.com\"; no scheme, port, path or wildcard)"
+    else if isIpLiteral name || name == "localhost" then
+      null
+    # Fail closed: a rule covers every name under it, so a suffix would open whole registries.
+    else if match "[^.]*" name != null then
+      "${where} is a single label (a top-level domain): it would allow every name under it; expected a registrable domain such as \"example.com\", or a host name in it"
+    else if elem name publicSuffixes then
+      "${where} is a public suffix: it would allow every site registered under it; expected a registrable domain such as \"example.${name}\", or a host name in it"
+    else
+      null;
+  domainProblems = d: let p = domainProblem d; in if p == null then [ ] else [ p ];
 
   # --- one checker per argument: value -> list of problems -------------------------------
 
@@ -252,11 +274,9 @@ let
     if v == null then
       [ ]
     else if isList v then
-      map notADomain (filter (d: !isDomain d) v)
+      builtins.concatMap domainProblems v
     else if isAttrs v && !isDerivation v then
-      builtins.concatLists (
-        map (d: (if isDomain d then [ ] else [ (notADomain d) ]) ++ checkRule d v.${d}) (attrNames v)
-      )
+      builtins.concatLists (map (d: domainProblems d ++ checkRule d v.${d}) (attrNames v))
     else
       [
         "mkSandbox: allowedDomains must be null (open network), a list of domains (e.g. [ \"api.anthropic.com\" ], [ ] for no network) or an attribute set of domain -> \"*\" or a list of HTTP methods, got ${describe v}"

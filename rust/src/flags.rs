@@ -73,6 +73,27 @@ pub struct SpecFlags {
 /// Merge the flags into the spec: they add to what the spec file declares (`--workspace`
 /// replaces its `workspaceDir`). `--rw`/`--ro` look at the path to tell a file from a
 /// directory, `--env-file` is read, and `env` answers `--env NAME` (the launcher's variables).
+///
+/// The warning for secret-looking values written as `--env NAME=VALUE`: command lines are
+/// world-readable in /proc while agent-sandbox runs, and stay in shell history.
+pub fn inline_secret_warning(a: &SpecFlags) -> Option<String> {
+    let names: Vec<&str> = a
+        .env
+        .iter()
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
+        .filter(|k| crate::report::looks_secret(k))
+        .collect();
+    let first = names.first()?;
+    Some(format!(
+        "{} on the command line: the value is readable by every process while agent-sandbox runs (ps, /proc) and stays in your shell history. Fix: export {first}=… and pass --env {first} (the value is taken from agent-sandbox's environment), or use --env-file",
+        names
+            .iter()
+            .map(|k| format!("--env {k}=…"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 pub fn merge(
     spec: &mut Spec,
     a: &SpecFlags,
@@ -333,6 +354,31 @@ mod tests {
         assert!(
             e.contains("--env \"TOKEN\": TOKEN is not set") && e.contains("export TOKEN="),
             "{e}"
+        );
+    }
+
+    /// Issue 11: a token written as `--env NAME=VALUE` is on a world-readable command line.
+    #[test]
+    fn secret_looking_inline_values_are_warned_about() {
+        let w = inline_secret_warning(&flags(&[
+            "--env",
+            "GITHUB_TOKEN=ghp_x",
+            "--env",
+            "EDITOR=vi",
+            "--env",
+            "API_KEY",
+            "--env",
+            "DB_PASSWORD=p",
+        ]))
+        .unwrap();
+        assert_eq!(
+            w,
+            "--env GITHUB_TOKEN=…, --env DB_PASSWORD=… on the command line: the value is readable by every process while agent-sandbox runs (ps, /proc) and stays in your shell history. Fix: export GITHUB_TOKEN=… and pass --env GITHUB_TOKEN (the value is taken from agent-sandbox's environment), or use --env-file"
+        );
+        assert!(!w.contains("ghp_x"));
+        assert_eq!(
+            inline_secret_warning(&flags(&["--env", "EDITOR=vi", "--env", "API_KEY"])),
+            None
         );
     }
 

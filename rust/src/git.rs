@@ -1246,6 +1246,22 @@ pub(crate) fn host_executes(entry: &Entry) -> bool {
     }
 }
 
+/// Whether the config files set `user.name` and `user.email` (an include counts as both: it
+/// may). For the warning that `git commit` will fail inside; an unreadable file sets nothing.
+pub fn identity_in_config(files: &[PathBuf]) -> (bool, bool) {
+    let mut name = false;
+    let mut email = false;
+    for entries in files.iter().filter_map(|f| read_config(f).ok().flatten()) {
+        for e in &entries {
+            let set = |key| e.is("user", key) && e.value.as_ref().is_some_and(|v| !v.is_empty());
+            let include = e.include_target().is_some();
+            name |= include || set("name");
+            email |= include || set("email");
+        }
+    }
+    (name, email)
+}
+
 /// A config file's entries, for the exit sweep; `Err` names the line git would reject too.
 pub(crate) fn parse_config_entries(src: &[u8]) -> std::result::Result<Vec<Entry>, String> {
     parse_config(src).map_err(|(line, reason)| format!("line {line}: {reason}"))
@@ -2294,6 +2310,33 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("not a directory inside the working tree"))
         );
+    }
+
+    #[test]
+    fn identity_in_config_needs_both_keys_and_trusts_includes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let p = tmp.path().join(name);
+            fs::write(&p, text).unwrap();
+            p
+        };
+        let name_only = write("a", "[user]\n\tname = A\n\temail =\n");
+        let email = write(
+            "b",
+            "[User]\n\tEmail = b@example.org\n[other]\n\tname = x\n",
+        );
+        let include = write("c", "[include]\n\tpath = elsewhere\n");
+        let missing = tmp.path().join("missing");
+        assert_eq!(
+            identity_in_config(std::slice::from_ref(&name_only)),
+            (true, false)
+        );
+        assert_eq!(
+            identity_in_config(&[name_only, email, missing.clone()]),
+            (true, true)
+        );
+        assert_eq!(identity_in_config(&[include]), (true, true));
+        assert_eq!(identity_in_config(&[missing]), (false, false));
     }
 
     #[test]

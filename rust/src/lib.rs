@@ -11,6 +11,7 @@ pub mod flags;
 pub mod git;
 pub mod guard;
 pub mod host;
+pub mod inside;
 pub mod launch;
 pub mod linux;
 pub mod macos;

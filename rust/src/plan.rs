@@ -528,6 +528,9 @@ pub fn build(spec: &Spec, args: &[OsString], host: &HostContext) -> Result<Plan>
     placeholders.extend(protected_placeholders);
 
     let network = network_mode(spec);
+    warnings.extend(crate::spec::loopback_domains_warning(
+        spec.allowed_domains.as_ref(),
+    ));
     let Plumbing {
         entries: plumbing_entries,
         session_files,
@@ -979,11 +982,13 @@ fn git_binds(
             git_ro = layout.ro_paths;
             placeholders = layout.placeholders;
             warnings.extend(layout.notes);
-            if !git_identity_declared(spec, declared, &host.home) {
-                warnings.push(
-                    "no git identity declared, so `git commit` will fail inside (user.useConfigOnly). Fix: set env GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL/GIT_COMMITTER_NAME/GIT_COMMITTER_EMAIL, or declare ~/.gitconfig in roFiles".into(),
-                );
-            }
+            let repo_config = git_rw.first().map(|d| d.join("config"));
+            warnings.extend(git_identity_warning(
+                spec,
+                declared,
+                &host.home,
+                repo_config,
+            ));
         }
     }
 
@@ -1312,6 +1317,57 @@ struct Around<'a> {
     placeholders: &'a [(PathBuf, PlaceholderKind)],
 }
 
+/// A declared path of the other kind: what it is (a socket, a FIFO and a device are not
+/// "a file" to the reader) and where it belongs, as a field and as a flag.
+fn wrong_kind_message(d: &Declared, meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let path = d.path.display();
+    let (mode, flag) = if d.rw { ("rw", "--rw") } else { ("ro", "--ro") };
+    if t.is_dir() {
+        return format!(
+            "{path} ({}) is a directory; declare it in {mode}Dirs ({flag} {path})",
+            d.field
+        );
+    }
+    let is = if t.is_socket() {
+        "a Unix socket"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "a file"
+    };
+    let also = if t.is_socket() {
+        format!(", and allow connecting to it with --allow-socket {path} (allowedSockets)")
+    } else {
+        String::new()
+    };
+    format!(
+        "{path} ({}) is {is}, not a directory; declare it in {mode}Files ({flag} {path}){also}",
+        d.field
+    )
+}
+
+/// The system layer's places that are inside what they are on the host: binds at their own
+/// path, and links whose target is the host's (merged-/usr `/lib64 -> usr/lib64`).
+fn host_system_places(system: &[Entry]) -> Vec<PathBuf> {
+    system
+        .iter()
+        .filter(|e| e.why == Why::System)
+        .filter_map(|e| match &e.mount {
+            Mount::RoBind { src, dest } if src == dest => Some(dest.clone()),
+            Mount::Symlink { target, dest }
+                if std::fs::read_link(dest).ok().as_ref() == Some(target) =>
+            {
+                Some(dest.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn resolve_declared_paths(
     spec: &Spec,
     host: &HostContext,
@@ -1338,11 +1394,18 @@ fn resolve_declared_paths(
             }
         }
     }
-    let mut permitted = Permitted::new(permitted_roots);
+    // What the scan of declared directories counts as resolving inside: the permitted places
+    // and the host system's binds and links as they are on the host (`/etc/alternatives`,
+    // `/lib64`: `--ro /usr` listed hundreds of `/usr/bin/awk -> /etc/alternatives/awk` as
+    // dangling). Declared paths keep the narrower set: their target is what gets bound.
+    let host_system = host_system_places(system);
+    let mut permitted = Permitted::new(permitted_roots.iter().cloned());
+    let mut exposed = Permitted::new(permitted_roots.into_iter().chain(host_system.clone()));
     // Links may lead into the store only where it is the real directory the links name.
     let store_dir = Path::new(symlinks::NIX_STORE);
     if std::fs::canonicalize(store_dir).ok().as_deref() == Some(store_dir) {
         permitted = permitted.with_store(store_dir);
+        exposed = exposed.with_store(store_dir);
     }
 
     let allowed_sockets = allowed_sockets(spec, host);
@@ -1386,22 +1449,17 @@ fn resolve_declared_paths(
         };
         let is_dir = meta.is_dir();
         if d.kind != Kind::Either && is_dir != (d.kind == Kind::Dir) {
-            let (is, belongs) = if is_dir {
-                ("a directory", if d.rw { "rwDirs" } else { "roDirs" })
-            } else {
-                ("a file", if d.rw { "rwFiles" } else { "roFiles" })
-            };
-            wrong_kind.push(format!(
-                "{} ({}) is {is}; declare it in {belongs}",
-                d.path.display(),
-                d.field
-            ));
+            wrong_kind.push(wrong_kind_message(d, &meta));
             continue;
         }
         if is_dir {
             // One walk finds both the dangling links and the sockets to mask.
-            let report = symlinks::scan_tree(&src, &permitted, SCAN_LIMIT);
-            warnings.extend(symlinks::scan_warning(&report));
+            let report = symlinks::scan_tree(&src, &exposed, SCAN_LIMIT);
+            // The host system's own links (`/usr/lib/environment.d/… -> /etc/environment`) are
+            // the system layer's, shown alike without the declaration, and not the user's to fix.
+            if !host_system.iter().any(|p| src.starts_with(p)) {
+                warnings.extend(symlinks::scan_warning(&report));
+            }
             store_entries.extend(report.store.iter().cloned());
             warnings.extend(sockets::unscanned_warning(&dest, &report));
             found_sockets.extend(report.sockets.iter().filter_map(|h| {
@@ -2374,17 +2432,45 @@ fn network_mode(spec: &Spec) -> Network {
     }
 }
 
-fn git_identity_declared(spec: &Spec, declared: &[Declared], home: &Path) -> bool {
-    let env_ok = ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL", "EMAIL"]
+/// The one-line warning when `git commit` would fail inside for want of an identity: git needs
+/// an author and a committer, each a name and an email, from the environment or a config file
+/// the sandbox sees (a declared `~/.gitconfig` or `~/.config/git/config`, the repository's own
+/// config), and `user.useConfigOnly` stops it guessing (`EMAIL` is such a guess: git ignores it
+/// then). Names the missing variables as flags.
+fn git_identity_warning(
+    spec: &Spec,
+    declared: &[Declared],
+    home: &Path,
+    repo_config: Option<PathBuf>,
+) -> Option<String> {
+    let global = [home.join(".gitconfig"), home.join(".config/git/config")];
+    let files: Vec<PathBuf> = global
         .iter()
-        .any(|k| spec.env.contains_key(*k));
-    let file_ok = declared.iter().any(|d| {
-        d.path == home.join(".gitconfig")
-            || d.path == home.join(".config/git/config")
-            || d.path == home.join(".config/git")
-            || d.path == home.join(".config")
-    });
-    env_ok || file_ok
+        .filter(|f| declared.iter().any(|d| f.starts_with(&d.path)))
+        .cloned()
+        .chain(repo_config)
+        .collect();
+    let (config_name, config_email) = git::identity_in_config(&files);
+    let has = |k: &str| spec.env.contains_key(k);
+    let missing: Vec<&str> = [
+        ("GIT_AUTHOR_NAME", config_name),
+        ("GIT_AUTHOR_EMAIL", config_email),
+        ("GIT_COMMITTER_NAME", config_name),
+        ("GIT_COMMITTER_EMAIL", config_email),
+    ]
+    .into_iter()
+    .filter(|(var, other_source)| !has(var) && !other_source)
+    .map(|(var, _)| var)
+    .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let flags: Vec<String> = missing.iter().map(|v| format!("--env {v}=…")).collect();
+    Some(format!(
+        "no git identity inside (missing {}), so `git commit` will fail (user.useConfigOnly). Fix: {} (env in mkSandbox), or --ro ~/.gitconfig (roFiles) with user.name and user.email set",
+        missing.join(", "),
+        flags.join(" ")
+    ))
 }
 
 #[cfg(test)]
@@ -2427,6 +2513,9 @@ mod tests {
             p.into()
         }
         fn plan(&self, edit: impl FnOnce(&mut Spec)) -> Plan {
+            self.try_plan(edit).unwrap()
+        }
+        fn try_plan(&self, edit: impl FnOnce(&mut Spec)) -> Result<Plan> {
             let mut spec = Spec::new();
             spec.allowed_domains = Some(AllowedDomains::List(vec![]));
             edit(&mut spec);
@@ -2450,7 +2539,48 @@ mod tests {
                 has_bin_bash: true,
                 proc_ro: vec![],
             };
-            build(&spec, &["true".into()], &host).unwrap()
+            build(&spec, &["true".into()], &host)
+        }
+    }
+
+    /// Issue 11: a socket declared with `--rw-dir` was "a file; declare it in rwFiles", which
+    /// then refused it for another reason. Each kind is named, with its field and its flag.
+    #[test]
+    fn a_declared_path_of_the_wrong_kind_is_named_for_what_it_is() {
+        let t = Tree::new();
+        let sock = t.home.join("agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let fifo = t.home.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let file = t.file(&t.home.join("notes"));
+        let dir = t.dir(&t.home.join("cache"));
+        let err = t
+            .try_plan(|spec| {
+                spec.rw_dirs = vec![s(&sock), s(&fifo), s(&file)];
+                spec.ro_files = vec![s(&dir)];
+            })
+            .unwrap_err()
+            .to_string();
+        let want = [
+            format!(
+                "{} (rwDirs) is a Unix socket, not a directory; declare it in rwFiles (--rw {0}), and allow connecting to it with --allow-socket {0} (allowedSockets)",
+                sock.display()
+            ),
+            format!(
+                "{} (rwDirs) is a FIFO (named pipe), not a directory; declare it in rwFiles (--rw {0})",
+                fifo.display()
+            ),
+            format!(
+                "{} (rwDirs) is a file, not a directory; declare it in rwFiles (--rw {0})",
+                file.display()
+            ),
+            format!(
+                "{} (roFiles) is a directory; declare it in roDirs (--ro {0})",
+                dir.display()
+            ),
+        ];
+        for w in &want {
+            assert!(err.contains(w.as_str()), "missing {w:?} in {err}");
         }
     }
 

@@ -296,13 +296,82 @@ pub fn normalize_domain(domain: &str) -> Option<String> {
     (ok || ip).then_some(d)
 }
 
+/// Suffixes under which unrelated parties register names (`co.uk`, `github.io`): allowing one
+/// would allow every site under it, since a rule covers its subdomains. The common multi-label
+/// ones of the Public Suffix List, from `rust/shared/public-suffixes.json` (which
+/// `lib/internal/validate.nix` reads too); every single label other than `localhost` is refused
+/// on its own, so top-level domains need no list.
+pub static PUBLIC_SUFFIXES: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| shared_list(include_str!("../shared/public-suffixes.json")));
+
+/// What is wrong with one `allowedDomains` entry, if anything: the text after "allowedDomains
+/// entry NAME". `lib/internal/validate.nix` (`domainProblem`) words it the same way.
+fn domain_problem(d: &str) -> Option<String> {
+    if !d.is_ascii() {
+        return Some(format!(
+            "{d:?} is an internationalised name; write it in its ASCII (punycode) form, which starts with xn-- (e.g. \"bücher.example\" is \"xn--bcher-kva.example\"; python3 -c 'print({d:?}.encode(\"idna\").decode())' prints yours)"
+        ));
+    }
+    let Some(name) = normalize_domain(d) else {
+        return Some(format!(
+            "{d:?} is not a domain name (expected e.g. \"api.anthropic.com\"; no scheme, port, path or wildcard)"
+        ));
+    };
+    if ip_literal(&name).is_some() || name == "localhost" {
+        return None;
+    }
+    // Fail closed: a rule covers every name under it, so a suffix would open whole registries.
+    if !name.contains('.') {
+        return Some(format!(
+            "{d:?} is a single label (a top-level domain): it would allow every name under it; expected a registrable domain such as \"example.com\", or a host name in it"
+        ));
+    }
+    if PUBLIC_SUFFIXES.contains(&name.as_str()) {
+        return Some(format!(
+            "{d:?} is a public suffix: it would allow every site registered under it; expected a registrable domain such as \"example.{name}\", or a host name in it"
+        ));
+    }
+    None
+}
+
+fn ip_literal(name: &str) -> Option<std::net::IpAddr> {
+    name.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+/// The warning for entries naming loopback (`localhost`, `127.0.0.1`, `::1`): clients never send
+/// them to the proxy (`NO_PROXY`), and inside the sandbox they are its own loopback; the host's
+/// services are reached through bridged ports (the entry matters only to a client that ignores
+/// `NO_PROXY`).
+pub fn loopback_domains_warning(domains: Option<&AllowedDomains>) -> Option<String> {
+    let names: Vec<&String> = match domains? {
+        AllowedDomains::List(list) => list.iter().collect(),
+        AllowedDomains::Rules(rules) => rules.keys().collect(),
+    };
+    let loopback: Vec<String> = names
+        .into_iter()
+        .filter(|d| {
+            normalize_domain(d).is_some_and(|n| {
+                n == "localhost" || ip_literal(&n).is_some_and(|ip| ip.is_loopback())
+            })
+        })
+        .map(|d| format!("{d:?}"))
+        .collect();
+    (!loopback.is_empty()).then(|| {
+        format!(
+            "allowedDomains has {}: clients do not send loopback to the proxy (NO_PROXY lists it), and inside the sandbox it is the sandbox's own loopback. To reach a service listening on the host's loopback, bridge its port: --allow-local-port PORT (allowedLocalPorts in mkSandbox)",
+            loopback.join(", ")
+        )
+    })
+}
+
 fn validate_domains(domains: &AllowedDomains) -> Vec<String> {
     let mut problems = Vec::new();
     let check_domain = |d: &str, problems: &mut Vec<String>| {
-        if normalize_domain(d).is_none() {
-            problems.push(format!(
-                "allowedDomains entry {d:?} is not a domain name (expected e.g. \"api.anthropic.com\"; no scheme, port, path or wildcard)"
-            ));
+        if let Some(p) = domain_problem(d) {
+            problems.push(format!("allowedDomains entry {p}"));
         }
     };
     match domains {
@@ -424,6 +493,63 @@ allowedLocalPorts has 0, 70000 outside 1..65535; expected port numbers, or null 
         for d in &invalid {
             assert_eq!(normalize_domain(d), None, "{d:?} should be refused");
         }
+        let too_broad = list(&cases["tooBroad"]);
+        assert!(too_broad.len() > 5);
+        for d in &valid {
+            assert_eq!(domain_problem(d), None, "{d:?} should be accepted");
+        }
+        for d in invalid.iter().chain(&too_broad) {
+            assert!(domain_problem(d).is_some(), "{d:?} should be refused");
+        }
+    }
+
+    /// Issue 11: `--allow-domain com` allowed every .com site (a rule covers its subdomains).
+    #[test]
+    fn single_labels_public_suffixes_and_idns_are_refused_with_the_fix() {
+        let spec = |d: &str| {
+            let mut s = Spec::new();
+            s.allowed_domains = Some(AllowedDomains::List(vec![d.into()]));
+            s.validate().map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            spec("com").unwrap_err(),
+            "invalid sandbox spec: allowedDomains entry \"com\" is a single label (a top-level domain): it would allow every name under it; expected a registrable domain such as \"example.com\", or a host name in it"
+        );
+        assert_eq!(
+            spec("Co.UK.").unwrap_err(),
+            "invalid sandbox spec: allowedDomains entry \"Co.UK.\" is a public suffix: it would allow every site registered under it; expected a registrable domain such as \"example.co.uk\", or a host name in it"
+        );
+        assert_eq!(
+            spec("bücher.example").unwrap_err(),
+            "invalid sandbox spec: allowedDomains entry \"bücher.example\" is an internationalised name; write it in its ASCII (punycode) form, which starts with xn-- (e.g. \"bücher.example\" is \"xn--bcher-kva.example\"; python3 -c 'print(\"bücher.example\".encode(\"idna\").decode())' prints yours)"
+        );
+        for ok in [
+            "example.co.uk",
+            "user.github.io",
+            "xn--bcher-kva.example",
+            "localhost",
+            "::1",
+            "10.0.0.1",
+        ] {
+            assert_eq!(spec(ok), Ok(()), "{ok}");
+        }
+        for s in PUBLIC_SUFFIXES.iter() {
+            assert!(is_dns_name(s) && s.contains('.'), "{s}: a multi-label name");
+        }
+    }
+
+    #[test]
+    fn loopback_entries_are_warned_about_with_the_port_flag() {
+        let list = |v: &[&str]| AllowedDomains::List(v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            loopback_domains_warning(Some(&list(&["localhost", "api.example.com", "127.0.0.1", "[::1]"]))),
+            Some("allowedDomains has \"localhost\", \"127.0.0.1\", \"[::1]\": clients do not send loopback to the proxy (NO_PROXY lists it), and inside the sandbox it is the sandbox's own loopback. To reach a service listening on the host's loopback, bridge its port: --allow-local-port PORT (allowedLocalPorts in mkSandbox)".into())
+        );
+        assert_eq!(
+            loopback_domains_warning(Some(&list(&["api.example.com", "127.1.example"]))),
+            None
+        );
+        assert_eq!(loopback_domains_warning(None), None);
     }
 
     #[test]

@@ -1347,3 +1347,63 @@ fn load_500_concurrent_connections() {
     assert!(peak < 64 * 1024, "proxy peak RSS {peak} KiB");
     assert_eq!(http.seen().len() + https.seen().len(), N);
 }
+
+/// Issue 11: an allowed request whose upstream failed (DNS, connect) got a 502 whose body read
+/// "cannot?connect?to?…", and nothing in proxy.log or the summary. The body keeps its spaces;
+/// each failure is a `fail upstream` line in the log and a line of the exit summary.
+#[test]
+fn upstream_failures_are_logged_and_summarised() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap();
+    drop(closed);
+    let mut e = env(
+        &[
+            ("down.test", GET_ONLY),
+            ("tunnel.test", None),
+            ("gone.invalid", None),
+        ],
+        &[],
+        |c| {
+            c.dial_overrides
+                .insert(("down.test".into(), 443), closed_addr);
+            c.dial_overrides
+                .insert(("tunnel.test".into(), 443), closed_addr);
+            c.allowed_local_ports.push(closed_addr.port());
+        },
+    );
+    let down = e.curl(&[], "https://down.test/page?token=s3cret");
+    assert_eq!(down.status, 502, "{down:?}");
+    let refused = "agent-sandbox proxy: cannot connect to down.test:443: ";
+    assert!(down.text.contains(refused), "{down:?}");
+    assert_eq!(e.curl(&[], "https://tunnel.test/").connect, 502);
+    assert_eq!(e.curl(&[], "https://gone.invalid/").connect, 502);
+    let lines = e.log_lines();
+    let fails: Vec<&String> = lines.iter().filter(|l| l.starts_with("fail ")).collect();
+    assert_eq!(fails.len(), 3, "{lines:?}");
+    assert!(
+        fails[0]
+            .starts_with("fail upstream GET down.test:443 /page cannot connect to down.test:443: "),
+        "{fails:?}"
+    );
+    assert!(
+        fails[1].starts_with(
+            "fail upstream CONNECT tunnel.test:443 - cannot connect to tunnel.test:443: "
+        ),
+        "{fails:?}"
+    );
+    assert!(
+        fails[2]
+            .starts_with("fail upstream CONNECT gone.invalid:443 - cannot resolve gone.invalid"),
+        "{fails:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("s3cret")), "{lines:?}");
+    let summary = e.shutdown().render();
+    assert!(
+        summary.starts_with("agent-sandbox: 3 allowed requests failed upstream (the client got 502; see proxy.log):\n  GET down.test:443: cannot connect to down.test:443: "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("  CONNECT gone.invalid:443: cannot resolve gone.invalid"),
+        "{summary}"
+    );
+}

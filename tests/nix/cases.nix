@@ -447,12 +447,13 @@ in
     in
     {
       want = {
-        inherit (cases) valid invalid;
+        inherit (cases) valid invalid tooBroad;
         inherit nixAccepts;
       };
       got = {
         valid = builtins.filter accepted cases.valid;
         invalid = builtins.filter (d: !accepted d) cases.invalid;
+        tooBroad = builtins.filter (d: !accepted d) cases.tooBroad;
         nixAccepts = builtins.filter accepted nixAccepts;
       };
     };
@@ -826,6 +827,30 @@ in
         mkSandbox: allowedDomains entry "${long 64}.com" is not a domain name (expected e.g. "api.anthropic.com"; no scheme, port, path or wildcard)
         mkSandbox: allowedDomains entry "${long 63}.${long 63}.${long 63}.${long 62}" is not a domain name (expected e.g. "api.anthropic.com"; no scheme, port, path or wildcard)
         mkSandbox: allowedDomains entry 443 is not a domain name (expected e.g. "api.anthropic.com"; no scheme, port, path or wildcard)'';
+    };
+
+    # Issue 11: a rule covers every name under it, so a suffix would open whole registries.
+    allowedDomains-too-broad = {
+      args = base // {
+        allowedDomains = {
+          "com" = "*";
+          "Co.UK." = [ "GET" ];
+          "github.io" = "*";
+          "localhost" = "*";
+          "example.co.uk" = "*";
+        };
+      };
+      message = ''
+        mkSandbox: allowedDomains entry "Co.UK." is a public suffix: it would allow every site registered under it; expected a registrable domain such as "example.co.uk", or a host name in it
+        mkSandbox: allowedDomains entry "com" is a single label (a top-level domain): it would allow every name under it; expected a registrable domain such as "example.com", or a host name in it
+        mkSandbox: allowedDomains entry "github.io" is a public suffix: it would allow every site registered under it; expected a registrable domain such as "example.github.io", or a host name in it'';
+    };
+
+    allowedDomains-internationalised = {
+      args = base // {
+        allowedDomains = [ "bücher.example" ];
+      };
+      message = ''mkSandbox: allowedDomains entry "bücher.example" is an internationalised name; write it in its ASCII (punycode) form, which starts with xn-- (e.g. "bücher.example" is "xn--bcher-kva.example"; python3 -c 'print("bücher.example".encode("idna").decode())' prints yours)'';
     };
 
     allowedDomains-bad-rules = {

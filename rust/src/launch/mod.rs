@@ -70,6 +70,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         None => Spec::new(),
     };
     crate::flags::merge(&mut spec, &a.flags, &cwd, &home, |k| std::env::var(k).ok())?;
+    if let Some(w) = crate::flags::inline_secret_warning(&a.flags) {
+        eprintln!("agent-sandbox: warning: {w}");
+    }
     // The spec and --env-file pipes are read: nothing the caller leaked stays open here, so
     // nothing reaches bwrap, pasta or the holder (a directory descriptor would lead out of
     // any mount namespace, a socket to ssh-agent or D-Bus). The init closes them again.
@@ -132,6 +135,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         .filter(|r| !asked.reasons().contains(r))
         .cloned()
         .collect();
+
+    // A real launch fails with the same words from the sandbox's init; --dry-run says so first.
+    if a.dry_run && target == "linux" {
+        if let Some(w) = crate::inside::command_warning(&plan) {
+            eprintln!("agent-sandbox: warning: {w}");
+        }
+    }
 
     let ctx = Launch {
         plan: &plan,

@@ -175,6 +175,19 @@ impl PartialEq for Notify {
     }
 }
 
+/// An allowed request or tunnel the upstream did not answer: DNS, connect or TLS failed (the
+/// client got a 502). Not a denial: no setting would change it, but the agent sees only the 502.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub time: u64,
+    pub method: String,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    /// What failed (`cannot resolve example.com: …`), printable.
+    pub message: String,
+}
+
 /// What the proxy saw during the session, returned by `RunningProxy::shutdown`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
@@ -184,6 +197,9 @@ pub struct Summary {
     pub more_denials: u64,
     /// Hosts that were contacted at least once, sorted.
     pub contacted: Vec<String>,
+    /// The first upstream failures, in order (at most 1000), and how many more there were.
+    pub failures: Vec<Failure>,
+    pub more_failures: u64,
 }
 
 pub(crate) struct Events {
@@ -199,6 +215,8 @@ struct State {
     contacted: HashSet<String>,
     /// Hosts whose first denial was announced.
     noticed: HashSet<String>,
+    failures: Vec<Failure>,
+    more_failures: u64,
 }
 
 pub(crate) fn now() -> u64 {
@@ -271,6 +289,24 @@ impl Events {
         }
     }
 
+    pub fn fail(&self, failure: Failure) {
+        self.write_line(format!(
+            "{} fail upstream {} {}:{} {} {}\n",
+            format_time(failure.time),
+            failure.method,
+            failure.host,
+            failure.port,
+            failure.path,
+            failure.message
+        ));
+        let mut state = self.state.lock().expect("events");
+        if state.failures.len() < MAX_DENIALS {
+            state.failures.push(failure);
+        } else {
+            state.more_failures += 1;
+        }
+    }
+
     /// Log the first allowed contact with `host`; later ones are not logged.
     pub fn allow(&self, method: &str, host: &str, port: u16, path: &str) {
         {
@@ -296,6 +332,8 @@ impl Events {
             denials: state.denials.clone(),
             more_denials: state.more_denials,
             contacted,
+            failures: state.failures.clone(),
+            more_failures: state.more_failures,
         }
     }
 }
@@ -347,7 +385,7 @@ impl Summary {
     /// entries (Nix and CLI syntax) that would allow it. Empty when nothing was blocked.
     pub fn render(&self) -> String {
         if self.denials.is_empty() {
-            return String::new();
+            return self.render_failures();
         }
         let total = self.denials.len() as u64 + self.more_denials;
         let mut out = format!(
@@ -437,6 +475,39 @@ impl Summary {
                 hosts.join(", "),
                 if hosts.len() == 1 { "s" } else { "" }
             ));
+        }
+        out.push_str(&self.render_failures());
+        out
+    }
+
+    /// The allowed requests the upstream did not answer, folded per target and reason.
+    fn render_failures(&self) -> String {
+        if self.failures.is_empty() {
+            return String::new();
+        }
+        let total = self.failures.len() as u64 + self.more_failures;
+        let mut out = format!(
+            "agent-sandbox: {total} allowed request{} failed upstream (the client got 502; see proxy.log):\n",
+            if total == 1 { "" } else { "s" }
+        );
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for f in &self.failures {
+            let line = format!("  {} {}:{}: {}", f.method, f.host, f.port, f.message);
+            match seen.iter_mut().find(|(l, _)| *l == line) {
+                Some((_, n)) => *n += 1,
+                None => seen.push((line, 1)),
+            }
+        }
+        const SHOWN: usize = 20;
+        for (line, n) in seen.iter().take(SHOWN) {
+            out.push_str(line);
+            if *n > 1 {
+                out.push_str(&format!(" x{n}"));
+            }
+            out.push('\n');
+        }
+        if seen.len() > SHOWN {
+            out.push_str(&format!("  … and {} more\n", seen.len() - SHOWN));
         }
         out
     }
@@ -617,6 +688,51 @@ mod tests {
         assert_eq!(Summary::default().render(), "");
     }
 
+    /// Issue 11: an allowed request whose upstream failed left only a 502 with the agent.
+    #[test]
+    fn upstream_failures_are_summarised_after_the_denials() {
+        let fail = |method: &str, host: &str, message: &str| Failure {
+            time: 0,
+            method: method.into(),
+            host: host.into(),
+            port: 443,
+            path: "/".into(),
+            message: message.into(),
+        };
+        let mut s = Summary {
+            failures: vec![
+                fail("GET", "gone.test", "cannot resolve gone.test: no address"),
+                fail(
+                    "CONNECT",
+                    "down.test",
+                    "cannot connect to down.test:443: refused",
+                ),
+                fail("GET", "gone.test", "cannot resolve gone.test: no address"),
+            ],
+            more_failures: 1,
+            ..Summary::default()
+        };
+        let failures =
+            "agent-sandbox: 4 allowed requests failed upstream (the client got 502; see proxy.log):
+  GET gone.test:443: cannot resolve gone.test: no address x2
+  CONNECT down.test:443: cannot connect to down.test:443: refused
+";
+        assert_eq!(s.render(), failures);
+        s.denials = vec![denial(
+            "CONNECT",
+            "evil.test",
+            443,
+            "-",
+            codes::BLOCKED_BY_ALLOWLIST,
+        )];
+        assert!(
+            s.render()
+                .ends_with(&format!("--allow-domain evil.test\n{failures}")),
+            "{}",
+            s.render()
+        );
+    }
+
     #[test]
     fn summary_render_exact() {
         let s = Summary {
@@ -674,7 +790,7 @@ mod tests {
                 ),
             ],
             more_denials: 2,
-            contacted: vec![],
+            ..Summary::default()
         };
         assert_eq!(
             s.render(),

@@ -311,6 +311,16 @@ fn parse_rule_methods(
 
 /// Request-derived text made safe for one-line messages, headers-free bodies and logs:
 /// anything but printable ASCII becomes `?`, and it is cut at 200 characters.
+/// A message for a response body or a log line: like [`printable`], but spaces stay (a 502's
+/// "cannot connect to …" read as "cannot?connect?to?…").
+pub(crate) fn printable_text(s: &str) -> String {
+    printable(s)
+        .chars()
+        .zip(s.chars())
+        .map(|(shown, raw)| if raw == ' ' { ' ' } else { shown })
+        .collect()
+}
+
 pub(crate) fn printable(s: &str) -> String {
     let mut out: String = s
         .chars()

@@ -38,8 +38,8 @@ use tokio_rustls::TlsAcceptor;
 
 use super::Limits;
 use super::ca::SessionCa;
-use super::log::{Denial, Events, log_path, now, would_allow};
-use super::policy::{Decision, Host, Policy, codes, printable};
+use super::log::{Denial, Events, Failure, log_path, now, would_allow};
+use super::policy::{Decision, Host, Policy, codes, printable, printable_text};
 use super::upstream::{Connector, DialError, Dialer};
 
 /// The header that carries the stable reason code of a refusal.
@@ -658,14 +658,10 @@ async fn forward(
             Some(dial) => {
                 conn.dial_failed(&method, &host.to_string(), port, &log_path(&path), dial)
             }
-            None => text(
-                StatusCode::BAD_GATEWAY,
-                None,
-                format!(
-                    "agent-sandbox proxy: request to {authority} failed: {}\n",
-                    chain(&e)
-                ),
-            ),
+            None => {
+                let message = format!("request to {authority} failed: {}", chain(&e));
+                conn.upstream_failed(&method, &host.to_string(), port, &log_path(&path), &message)
+            }
         },
     }
 }
@@ -765,7 +761,7 @@ fn chain(e: &(dyn StdError + 'static)) -> String {
         parts.push(err.to_string());
         current = err.source();
     }
-    printable(&parts.join(": "))
+    printable_text(&parts.join(": "))
 }
 
 impl Shared {
@@ -841,12 +837,35 @@ impl Conn {
                 );
                 denied(StatusCode::FORBIDDEN, codes::PRIVATE_ADDRESS, &sentence)
             }
-            other => text(
-                StatusCode::BAD_GATEWAY,
-                None,
-                format!("agent-sandbox proxy: {}\n", printable(&other.to_string())),
-            ),
+            other => {
+                let message = printable_text(&other.to_string());
+                self.upstream_failed(method, host, port, path, &message)
+            }
         }
+    }
+
+    /// Log and answer an allowed request whose upstream failed (DNS, connect, TLS): 502.
+    fn upstream_failed(
+        &self,
+        method: &str,
+        host: &str,
+        port: u16,
+        path: &str,
+        message: &str,
+    ) -> Response<Body> {
+        self.shared.events.fail(Failure {
+            time: now(),
+            method: printable(method),
+            host: host.to_string(),
+            port,
+            path: path.to_string(),
+            message: message.to_string(),
+        });
+        text(
+            StatusCode::BAD_GATEWAY,
+            None,
+            format!("agent-sandbox proxy: {message}\n"),
+        )
     }
 }
 

@@ -485,3 +485,145 @@ fn dry_run_json_is_the_plan_as_data() {
     let o = run(f.sh(&["--json"], "true"));
     assert_ne!(o.code, 0, "{o:?}");
 }
+
+/// Issue 11: `--allow-domain com` allowed every .com site (a rule covers its subdomains). Too
+/// broad and internationalised entries are refused before anything starts, with the fix;
+/// the registrable domain under the suffix is accepted.
+#[test]
+fn too_broad_or_internationalised_domains_are_refused_with_the_fix() {
+    let f = Fixture::new();
+    for (domain, want) in [
+        (
+            "com",
+            "allowedDomains entry \"com\" is a single label (a top-level domain)",
+        ),
+        ("co.uk", "allowedDomains entry \"co.uk\" is a public suffix"),
+        (
+            "github.io",
+            "expected a registrable domain such as \"example.github.io\"",
+        ),
+        (
+            "bücher.example",
+            "write it in its ASCII (punycode) form, which starts with xn--",
+        ),
+    ] {
+        let (o, marker) = dry_run(&f, &["--allow-domain", domain]);
+        assert_ne!(o.code, 0, "{domain}: {o:?}");
+        assert!(o.stderr.contains(want), "{domain}: {o:?}");
+        assert!(!marker.exists());
+    }
+    let (o, _) = dry_run(&f, &["--allow-domain", "example.co.uk"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stderr.contains("allowedDomains"), "{o:?}");
+}
+
+/// `localhost` in allowedDomains is the sandbox's own loopback: the warning names the flag
+/// that reaches the host's.
+#[test]
+fn a_localhost_domain_points_at_allow_local_port() {
+    let f = Fixture::new();
+    let (o, _) = dry_run(
+        &f,
+        &["--allow-domain", "localhost", "--allow-domain", "::1"],
+    );
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stdout.contains("warning: allowedDomains has \"::1\", \"localhost\": clients do not send loopback to the proxy")
+            && o.stdout.contains("bridge its port: --allow-local-port PORT"),
+        "{o:?}"
+    );
+    let (o, _) = dry_run(&f, &["--allow-domain", "localhost.example.com"]);
+    assert!(!o.stdout.contains("allowedDomains has"), "{o:?}");
+}
+
+/// Issue 11: `--rw-dir` on a socket said "is a file; declare it in rwFiles". The message names
+/// the socket as one and both flags it takes; following it (`--rw` + `--allow-socket`) works.
+#[test]
+fn a_socket_declared_as_a_directory_is_named_for_what_it_is() {
+    let f = Fixture::new();
+    let sock = f.home.join("agent.sock");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let s = sock.to_str().unwrap();
+    let (o, marker) = dry_run(&f, &["--rw-dir", s]);
+    assert_ne!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "{s} (rwDirs) is a Unix socket, not a directory; declare it in rwFiles (--rw {s}), and allow connecting to it with --allow-socket {s} (allowedSockets)"
+        )),
+        "{o:?}"
+    );
+    assert!(!marker.exists());
+    let (o, _) = dry_run(&f, &["--rw", s, "--allow-socket", s]);
+    assert_eq!(o.code, 0, "{o:?}");
+}
+
+/// Issue 11: `--dry-run` said nothing about a command the launch then could not find. It now
+/// warns when the command does not resolve inside: a name not on the sandbox's PATH, or a
+/// program that exists on the host but in a place the sandbox does not expose.
+#[test]
+fn dry_run_warns_when_the_command_does_not_exist_inside() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let tool = f.write("home/bin/tool", "#!/bin/sh\necho tool\n");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = tool.to_str().unwrap();
+    let dry = |extra: &[&str], cmd: &[&str]| {
+        let mut c = f.cmd();
+        c.args(["run", "--dry-run", "--no-network"])
+            .args(extra)
+            .arg("--")
+            .args(cmd);
+        run(c)
+    };
+    let o = dry(&[], &["no-such-command-4f1"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr.contains("warning: command not found inside the sandbox: no-such-command-4f1 (PATH=/usr/local/bin:")
+            && o.stderr.contains("so the launch would fail"),
+        "{o:?}"
+    );
+    // On the host, hidden inside (the home is an empty tmpfs): warned; a real run fails alike.
+    let o = dry(&[], &[t]);
+    assert!(
+        o.stderr
+            .contains(&format!("command not found inside the sandbox: {t} ")),
+        "{o:?}"
+    );
+    let real = run({
+        let mut c = f.cmd();
+        c.args(["run", "--no-network", "--", t]);
+        c
+    });
+    assert_ne!(real.code, 0, "{real:?}");
+    // Exposed, or on the sandbox's PATH: no warning, and it runs.
+    for (extra, cmd) in [(&["--ro", "~/bin"][..], t), (&[][..], "sh")] {
+        let o = dry(extra, &[cmd, "-c", "true"]);
+        assert!(!o.stderr.contains("command not found"), "{cmd}: {o:?}");
+    }
+    let mut c = f.cmd();
+    c.args(["run", "--no-network", "--ro", "~/bin", "--", t]);
+    assert_eq!(ok(c), "tool\n");
+}
+
+/// Issue 11: a token written as `--env NAME=VALUE` sits on a world-readable command line; the
+/// warning says so (without the value) and names `--env NAME`, which does not warn.
+#[test]
+fn a_secret_looking_inline_env_value_is_warned_about() {
+    let f = Fixture::new();
+    let (o, _) = dry_run(&f, &["--env", "API_TOKEN=hunter2-inline"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stderr
+            .contains("warning: --env API_TOKEN=… on the command line")
+            && o.stderr
+                .contains("pass --env API_TOKEN (the value is taken from"),
+        "{o:?}"
+    );
+    assert!(!o.stderr.contains("hunter2-inline"), "{o:?}");
+    let mut c = f.cmd();
+    c.env("API_TOKEN", "hunter2")
+        .args(["run", "--dry-run", "--env", "API_TOKEN", "--", "true"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(!o.stderr.contains("on the command line"), "{o:?}");
+}

@@ -696,7 +696,7 @@ fn no_identity_is_invented() {
     let o = run(f.sh(&["--no-network"], script));
     assert_eq!(o.code, 0, "{o:?}");
     assert!(
-        o.stderr.contains("warning: no git identity declared"),
+        o.stderr.contains("warning: no git identity inside (missing GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL), so `git commit` will fail"),
         "{o:?}"
     );
     assert!(
@@ -721,6 +721,77 @@ fn no_identity_is_invented() {
         git(&f, &f.proj, &["log", "-1", "--format=%an <%ae>"]),
         "Agent <agent@example.org>\n"
     );
+}
+
+/// Issue 11: `GIT_AUTHOR_EMAIL` alone silenced the identity warning, and the commit then
+/// failed for want of a committer. The warning names what is missing as the flags to pass,
+/// in one line; following it makes the commit work; an identity in the repository's own
+/// config, which the sandbox reads, needs no warning.
+#[test]
+fn the_identity_warning_names_what_is_missing_and_following_it_works() {
+    let f = Fixture::new();
+    init_repo(&f, &f.proj);
+    let commit = "echo y > g; git add g; git commit -q -m try && echo committed";
+    let o = run(f.sh(
+        &["--no-network", "--env", "GIT_AUTHOR_EMAIL=a@example.org"],
+        commit,
+    ));
+    let warning: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.contains("git identity"))
+        .collect();
+    assert_eq!(
+        warning,
+        [
+            "agent-sandbox: warning: no git identity inside (missing GIT_AUTHOR_NAME, GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL), so `git commit` will fail (user.useConfigOnly). Fix: --env GIT_AUTHOR_NAME=… --env GIT_COMMITTER_NAME=… --env GIT_COMMITTER_EMAIL=… (env in mkSandbox), or --ro ~/.gitconfig (roFiles) with user.name and user.email set"
+        ],
+        "{o:?}"
+    );
+    assert!(!o.stdout.contains("committed"), "{o:?}");
+
+    // EMAIL is a guess git ignores under user.useConfigOnly: still warned, still failing.
+    let mut fix = vec![
+        "--no-network",
+        "--env",
+        "GIT_AUTHOR_EMAIL=a@example.org",
+        "--env",
+        "GIT_AUTHOR_NAME=A",
+        "--env",
+        "GIT_COMMITTER_NAME=C",
+        "--env",
+        "EMAIL=c@example.org",
+    ];
+    let o = run(f.sh(&fix, commit));
+    assert!(!o.stdout.contains("committed"), "{o:?}");
+    assert!(o.stderr.contains("(missing GIT_COMMITTER_EMAIL)"), "{o:?}");
+    fix.extend(["--env", "GIT_COMMITTER_EMAIL=c@example.org"]);
+    let o = run(f.sh(&fix, commit));
+    assert!(o.stdout.contains("committed"), "{o:?}");
+    assert!(!o.stderr.contains("git identity"), "{o:?}");
+    assert_eq!(
+        git(&f, &f.proj, &["log", "-1", "--format=%an <%ae> %cn <%ce>"]),
+        "A <a@example.org> C <c@example.org>\n"
+    );
+
+    // A declared ~/.gitconfig without user.email still leaves the commit to fail: warned.
+    f.write("home/.gitconfig", "[user]\n\tname = From Config\n");
+    let o = run(f.sh(&["--no-network", "--ro", "~/.gitconfig"], commit));
+    assert!(!o.stdout.contains("committed"), "{o:?}");
+    assert!(
+        o.stderr
+            .contains("(missing GIT_AUTHOR_EMAIL, GIT_COMMITTER_EMAIL)"),
+        "{o:?}"
+    );
+
+    git(&f, &f.proj, &["config", "user.name", "Repo"]);
+    git(&f, &f.proj, &["config", "user.email", "repo@example.org"]);
+    let o = run(f.sh(
+        &["--no-network"],
+        "echo z > h; git add h; git commit -q -m try && echo committed",
+    ));
+    assert!(o.stdout.contains("committed"), "{o:?}");
+    assert!(!o.stderr.contains("git identity"), "{o:?}");
 }
 
 /// Every git dir, not only the launch repository's: a repository at the top of a declared

@@ -1021,3 +1021,32 @@ fn upstream_ca_that_is_a_fifo_or_device_is_refused() {
         assert!(o.stderr.contains(&want), "{o:?}");
     }
 }
+
+/// Issue 11: an allowed name the proxy could not reach left the agent a 502 and the user
+/// nothing; the failure is now in the exit summary and in the session's proxy.log.
+#[test]
+fn an_unreachable_allowed_name_is_in_the_summary_and_the_proxy_log() {
+    let f = Fixture::new();
+    let o = run(f.sh(
+        &["--allow-domain", "gone.invalid"],
+        "curl -s -m 10 -o /dev/null -w '%{http_code}\\n' http://gone.invalid/x",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout.trim(), "502", "{o:?}");
+    assert!(
+        o.stderr.contains("agent-sandbox: 1 allowed request failed upstream (the client got 502; see proxy.log):\n  GET gone.invalid:80: cannot resolve gone.invalid"),
+        "{o:?}"
+    );
+    let logs: Vec<String> = std::fs::read_dir(f.state.join("agent-sandbox"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("proxy.log"))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    assert!(
+        logs.iter().any(
+            |l| l.contains(" fail upstream GET gone.invalid:80 /x cannot resolve gone.invalid")
+        ),
+        "{logs:?}"
+    );
+}

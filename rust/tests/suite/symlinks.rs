@@ -406,3 +406,43 @@ fn a_declared_link_in_the_launch_dir_to_elsewhere_follows_the_usual_rules() {
         "notes\n"
     );
 }
+
+/// Issue 11: `--ro /usr` listed hundreds of `/usr/bin/awk -> /etc/alternatives/awk` as
+/// pointing outside the sandbox, although the host system's binds make them resolve inside.
+/// A link through the system layer (`/etc/alternatives`, merged-/usr `/lib64`) resolves and
+/// is not listed; a link to a place the sandbox lacks still is.
+#[test]
+fn links_through_the_host_system_layer_are_not_listed_as_outside() {
+    let Ok(alt) = std::fs::read_dir("/etc/alternatives") else {
+        eprintln!("SKIPPED: no /etc/alternatives on this host");
+        return;
+    };
+    let Some(name) = alt.flatten().map(|e| e.file_name()).find(|n| {
+        std::fs::metadata(Path::new("/etc/alternatives").join(n)).is_ok_and(|m| m.is_file())
+    }) else {
+        eprintln!("SKIPPED: no resolvable entry in /etc/alternatives");
+        return;
+    };
+    let f = Fixture::new();
+    let tools = f.home.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let via_system = Path::new("/etc/alternatives").join(&name);
+    symlink(&via_system, tools.join("alt")).unwrap();
+    symlink("/var/lib", tools.join("hidden")).unwrap();
+    let o = run(f.sh(
+        &["--no-network", "--ro", "~/tools", "--ro", "/usr"],
+        "test -e ~/tools/alt && echo resolves; test -e ~/tools/hidden || echo dangles",
+    ));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "resolves\ndangles\n", "{o:?}");
+    let w = warnings(&o.stderr);
+    assert!(
+        w.contains("1 symlink in a declared directory points outside the sandbox")
+            && w.contains(&format!("{} -> /var/lib", tools.join("hidden").display())),
+        "{o:?}"
+    );
+    assert!(
+        !w.contains("/usr/"),
+        "the host system's own links were listed: {o:?}"
+    );
+}
