@@ -13,6 +13,7 @@ pub mod host;
 pub mod launch;
 pub mod linux;
 pub mod macos;
+pub mod manual;
 pub mod nixstore;
 pub mod plan;
 pub mod policy_doc;

@@ -30,3 +30,4 @@ mod sockets;
 mod store_links;
 mod symlinks;
 mod terminal;
+mod usage;
