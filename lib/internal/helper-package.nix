@@ -3,10 +3,16 @@
 
   `cargo test` here runs the unit tests only: the integration suite needs user namespaces,
   which the Nix build sandbox does not provide (the NixOS VM checks cover that ground).
+
+  Installs the shell completions (bash, zsh, fish) and the man pages, which the binary
+  generates from its command-line definitions (`agent-sandbox completions SHELL`,
+  `agent-sandbox man --dir DIR`); skipped when cross-compiling, where it cannot run.
 */
 {
   lib,
+  stdenv,
   rustPlatform,
+  installShellFiles,
   git,
 }:
 rustPlatform.buildRustPackage {
@@ -20,6 +26,17 @@ rustPlatform.buildRustPackage {
     filter = path: type: !(type == "directory" && baseNameOf path == "target");
   };
   cargoLock.lockFile = ../../rust/Cargo.lock;
+
+  nativeBuildInputs = [ installShellFiles ];
+  postInstall = lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
+    installShellCompletion --cmd agent-sandbox \
+      --bash <("$out/bin/agent-sandbox" completions bash) \
+      --zsh <("$out/bin/agent-sandbox" completions zsh) \
+      --fish <("$out/bin/agent-sandbox" completions fish)
+    mkdir man
+    "$out/bin/agent-sandbox" man --dir man
+    installManPage man/*.1
+  '';
 
   cargoTestFlags = [ "--lib" ];
   # The git layout tests build real repositories.

@@ -30,13 +30,46 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run COMMAND in the sandbox.
+    /// Run COMMAND in the sandbox (network by default: the internet, but not this host).
+    ///
+    /// The sandbox sees the launch directory (read-write), the paths given with --rw/--ro and
+    /// an empty $HOME. Network: by default the open internet, without this host's own
+    /// addresses (services listening on its loopback or LAN addresses are out of reach);
+    /// --allow-domain filters it to the domains given, through the helper's HTTPS proxy;
+    /// --no-network blocks it. The command and its arguments go after "--".
+    #[command(after_help = crate::manual::examples_help())]
     Run(Box<RunArgs>),
     /// Print the JSON Schema of the spec file.
     Schema,
     /// Check this host (bubblewrap, user namespaces, /dev/net/tun, pasta, Landlock, the Nix
     /// daemon) and print each problem with its fix. Exit status 1 if something fails.
     Doctor,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// bash: `agent-sandbox completions bash > ~/.local/share/bash-completion/completions/agent-sandbox`;
+    /// zsh: write `_agent-sandbox` into a directory of $fpath; fish:
+    /// `~/.config/fish/completions/agent-sandbox.fish`. The Nix package installs them.
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of agent-sandbox, or of one of its commands.
+    ///
+    /// `agent-sandbox man run | man -l -` reads it; `--dir DIR` writes agent-sandbox.1 and
+    /// agent-sandbox-COMMAND.1 for every command into DIR (what the Nix package installs).
+    Man {
+        /// The command whose page to print (e.g. `run`); default: the main page.
+        #[arg(value_name = "COMMAND")]
+        command: Option<String>,
+        /// Write every page into DIR instead of printing one.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// The clap definition of the command line, for completions and man pages.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 #[derive(clap::Args, Debug, Default)]
@@ -82,6 +115,10 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
+            if let Some(fixed) = command_before_dashes(&args, &e) {
+                eprintln!("agent-sandbox: error: the command goes after \"--\": {fixed}");
+                return EXIT_SETUP;
+            }
             let code = if e.use_stderr() { EXIT_SETUP } else { 0 };
             let _ = e.print();
             return code;
@@ -94,6 +131,8 @@ pub fn main() -> i32 {
             Ok(0)
         }
         Command::Doctor => Ok(crate::doctor::main()),
+        Command::Completions { shell } => crate::manual::completions(shell).map(|()| 0),
+        Command::Man { command, dir } => crate::manual::man(command.as_deref(), dir).map(|()| 0),
     };
     match result {
         Ok(code) => code,
@@ -101,6 +140,49 @@ pub fn main() -> i32 {
             eprintln!("agent-sandbox: error: {}", one_line(&e));
             EXIT_SETUP
         }
+    }
+}
+
+/// `agent-sandbox run [options] claude …` (the command not after `--`, which `command`'s
+/// `last = true` requires): the same command line with `--` inserted before the argument clap
+/// found unexpected, if that one parses, else `None` (and clap's own error is printed).
+fn command_before_dashes(args: &[OsString], e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument || args.get(1)? != "run" {
+        return None;
+    }
+    let Some(ContextValue::String(unexpected)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    if unexpected.starts_with('-') {
+        return None;
+    }
+    // The unexpected word may also occur as an option's value (`--rw claude claude`): try each
+    // place and keep the first that parses.
+    (2..args.len())
+        .filter(|&i| args[i] == unexpected.as_str())
+        .map(|i| {
+            let mut fixed = args.to_vec();
+            fixed.insert(i, "--".into());
+            fixed
+        })
+        .find(|fixed| Cli::try_parse_from(fixed).is_ok())
+        .map(|fixed| {
+            let words = fixed[1..].iter().map(|a| shell_word(&a.to_string_lossy()));
+            std::iter::once("agent-sandbox".to_string())
+                .chain(words)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+/// A word as a shell reads it back: quoted unless it is made of characters that need none.
+fn shell_word(w: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,@%+".contains(c);
+    if !w.is_empty() && w.chars().all(plain) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
     }
 }
 

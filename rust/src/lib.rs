@@ -15,6 +15,7 @@ pub mod inside;
 pub mod launch;
 pub mod linux;
 pub mod macos;
+pub mod manual;
 pub mod nixstore;
 pub mod plan;
 pub mod policy_doc;

@@ -31,3 +31,4 @@ mod sockets;
 mod store_links;
 mod symlinks;
 mod terminal;
+mod usage;

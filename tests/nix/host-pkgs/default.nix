@@ -445,6 +445,8 @@ let
 
     # The helper cannot be compiled here: whatever the arguments, this is cargo's build.
     rustPlatform.buildRustPackage = _: agent-sandbox;
+    # Only the helper's build takes it, and the stand-in above ignores that build's arguments.
+    installShellFiles = unsupported "installShellFiles" null;
 
     coreutils = hostPackage { pname = "coreutils"; };
     curl = hostPackage { pname = "curl"; };
