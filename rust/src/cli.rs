@@ -37,6 +37,9 @@ enum Command {
     /// Check this host (bubblewrap, user namespaces, /dev/net/tun, pasta, Landlock, the Nix
     /// daemon) and print each problem with its fix. Exit status 1 if something fails.
     Doctor,
+    /// List the recorded sessions (newest last), show one (its launch.log and the proxy's
+    /// denials), or follow the running one's denials with -f.
+    Log(crate::sessionlog::LogArgs),
 }
 
 #[derive(clap::Args, Debug, Default)]
@@ -57,6 +60,10 @@ pub struct RunArgs {
     /// time each host is denied (the summary at exit and the session's proxy.log remain).
     #[arg(long)]
     pub quiet_denials: bool,
+    /// Do not print the `agent-sandbox: session DIR` line at start; implies --quiet-denials.
+    /// Warnings, errors and the summary at exit remain.
+    #[arg(long)]
+    pub quiet: bool,
     /// Plan for this OS: `macos` with --dry-run shows the Seatbelt profile, its -D parameters
     /// and the sandbox-exec argv a Mac would run (on any OS). Default: this machine's.
     #[arg(long, value_name = "OS", value_parser = ["linux", "macos"])]
@@ -94,6 +101,7 @@ pub fn main() -> i32 {
             Ok(0)
         }
         Command::Doctor => Ok(crate::doctor::main()),
+        Command::Log(a) => crate::sessionlog::main(&a),
     };
     match result {
         Ok(code) => code,
