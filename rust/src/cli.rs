@@ -65,6 +65,9 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<PathBuf>,
     },
+    /// List the recorded sessions (newest last), show one (its launch.log and the proxy's
+    /// denials), or follow the running one's denials with -f.
+    Log(crate::sessionlog::LogArgs),
 }
 
 /// The clap definition of the command line, for completions and man pages.
@@ -90,6 +93,10 @@ pub struct RunArgs {
     /// time each host is denied (the summary at exit and the session's proxy.log remain).
     #[arg(long)]
     pub quiet_denials: bool,
+    /// Do not print the `agent-sandbox: session DIR` line at start; implies --quiet-denials.
+    /// Warnings, errors and the summary at exit remain.
+    #[arg(long)]
+    pub quiet: bool,
     /// Plan for this OS: `macos` with --dry-run shows the Seatbelt profile, its -D parameters
     /// and the sandbox-exec argv a Mac would run (on any OS). Default: this machine's.
     #[arg(long, value_name = "OS", value_parser = ["linux", "macos"])]
@@ -133,6 +140,7 @@ pub fn main() -> i32 {
         Command::Doctor => Ok(crate::doctor::main()),
         Command::Completions { shell } => crate::manual::completions(shell).map(|()| 0),
         Command::Man { command, dir } => crate::manual::man(command.as_deref(), dir).map(|()| 0),
+        Command::Log(a) => crate::sessionlog::main(&a),
     };
     match result {
         Ok(code) => code,

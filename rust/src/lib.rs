@@ -24,6 +24,7 @@ pub mod proxy;
 pub mod quarantine;
 pub mod report;
 pub mod session;
+pub mod sessionlog;
 pub mod sockets;
 pub mod spec;
 pub mod symlinks;

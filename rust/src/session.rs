@@ -40,6 +40,12 @@ pub fn base_dir(xdg_state_home: Option<&str>, home: &Path) -> PathBuf {
     }
 }
 
+/// [`base_dir`] with this process's `XDG_STATE_HOME`: where the launcher puts its sessions and
+/// `agent-sandbox log` finds them.
+pub fn base_dir_from_env(home: &Path) -> PathBuf {
+    base_dir(std::env::var("XDG_STATE_HOME").ok().as_deref(), home)
+}
+
 /// `20261129T101500Z-0004242-claude`: sortable by time, unique by pid.
 pub fn session_name(now: SystemTime, pid: u32, out_name: &str) -> String {
     let secs = now
@@ -156,6 +162,145 @@ pub fn ensure_identity(dir: &Path, files: &[(String, String)]) -> Result<()> {
     }
 }
 
+/// How a session ended, as the end of its `launch.log` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// The launcher's exit status: the command's own (128+N after signal N), or 125.
+    pub status: i32,
+    /// The sandbox never ran the command (bubblewrap gave up setting it up).
+    pub setup_failed: bool,
+    /// Seconds since the Unix epoch.
+    pub ended: u64,
+    pub duration: std::time::Duration,
+    /// Filtered mode: the proxy's exit summary (empty when nothing was blocked). `None`
+    /// without a proxy.
+    pub denials: Option<String>,
+}
+
+/// The first line of the block [`Ending::render`] appends; [`ended`] looks for it.
+const EXIT_LINE: &str = "exit status: ";
+
+impl Ending {
+    /// The lines appended to `launch.log` when the session ends.
+    pub fn render(&self) -> String {
+        let mut s = format!("{EXIT_LINE}{}", self.status);
+        if self.setup_failed {
+            s.push_str(" (the sandbox could not be set up)");
+        } else if self.status > 128 && self.status < 128 + 65 {
+            s.push_str(&format!(" (signal {})", self.status - 128));
+        }
+        s.push('\n');
+        s.push_str(&format!(
+            "ended: {}\nduration: {:.1} s\n",
+            crate::proxy::log::format_time(self.ended),
+            self.duration.as_secs_f64()
+        ));
+        match self.denials.as_deref() {
+            Some("") => s.push_str("network proxy: nothing was blocked\n"),
+            Some(summary) => {
+                s.push_str(summary);
+                if !summary.ends_with('\n') {
+                    s.push('\n');
+                }
+            }
+            None => {}
+        }
+        s
+    }
+
+    /// Append the end to the session's `launch.log` (created if the start never wrote it).
+    pub fn append_to(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(LAUNCH_LOG);
+        fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(self.render().as_bytes()))
+            .map_err(|source| SessionError::Write { path, source })
+    }
+}
+
+/// The session's plan (written at start) and its end (appended at exit).
+pub const LAUNCH_LOG: &str = "launch.log";
+/// Filtered mode: the proxy's log of denials and first contacts.
+pub const PROXY_LOG: &str = "proxy.log";
+
+/// What the end of a `launch.log` says, when the session has ended: its `exit status`,
+/// `ended` and `duration` values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub status: String,
+    pub ended: String,
+    pub duration: String,
+}
+
+/// The last end block of `launch.log`'s text (the plan above it starts no line with
+/// `exit status: `), or `None` while the session runs.
+pub fn ended(log: &str) -> Option<Ended> {
+    let lines: Vec<&str> = log.lines().collect();
+    lines.windows(3).rev().find_map(|w| {
+        Some(Ended {
+            status: w[0].strip_prefix(EXIT_LINE)?.to_string(),
+            ended: w[1].strip_prefix("ended: ")?.to_string(),
+            duration: w[2].strip_prefix("duration: ")?.to_string(),
+        })
+    })
+}
+
+/// The `deny` lines of a `proxy.log` (see `proxy::log`: `TIME deny CODE METHOD HOST:PORT
+/// PATH`).
+pub fn denial_lines(proxy_log: &str) -> impl Iterator<Item = &str> {
+    proxy_log
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some("deny"))
+}
+
+/// A session directory's name taken apart: [`session_name`]'s start time (as
+/// `2026-11-29T10:15:00Z`), the launcher's pid and the sandbox's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameParts {
+    pub started: String,
+    pub pid: u32,
+    pub out_name: String,
+}
+
+pub fn parse_name(name: &str) -> Option<NameParts> {
+    let (time, rest) = name.split_once('-')?;
+    let (pid, out_name) = rest.split_once('-')?;
+    let t = time.as_bytes();
+    let digits = |r: std::ops::Range<usize>| t[r].iter().all(u8::is_ascii_digit);
+    if t.len() != 16 || !digits(0..8) || t[8] != b'T' || !digits(9..15) || t[15] != b'Z' {
+        return None;
+    }
+    let started = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &time[0..4],
+        &time[4..6],
+        &time[6..8],
+        &time[9..11],
+        &time[11..13],
+        &time[13..15]
+    );
+    Some(NameParts {
+        started,
+        pid: pid.parse().ok()?,
+        out_name: out_name.to_string(),
+    })
+}
+
+/// The session directories under `base`, oldest first (names sort by start time).
+pub fn list(base: &Path) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = fs::read_dir(base)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| parse_name(n).is_some())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// Keep the newest `keep` session directories under `base`, never deleting `current` (the
 /// running session's, even if the clock went back); best effort.
 pub fn rotate(base: &Path, keep: usize, current: &str) {
@@ -202,6 +347,97 @@ mod tests {
         assert_eq!(
             session_name(UNIX_EPOCH + Duration::from_secs(951_782_400), 1, "x"),
             "20000229T000000Z-0000001-x"
+        );
+    }
+
+    #[test]
+    fn the_end_block_renders_and_is_found_again() {
+        let e = Ending {
+            status: 3,
+            setup_failed: false,
+            ended: 1_795_947_305,
+            duration: Duration::from_millis(5_240),
+            denials: Some(String::new()),
+        };
+        assert_eq!(
+            e.render(),
+            "exit status: 3\nended: 2026-11-29T10:15:05Z\nduration: 5.2 s\nnetwork proxy: nothing was blocked\n"
+        );
+        let killed = Ending {
+            status: 130,
+            denials: None,
+            ..e.clone()
+        };
+        assert_eq!(
+            killed.render(),
+            "exit status: 130 (signal 2)\nended: 2026-11-29T10:15:05Z\nduration: 5.2 s\n"
+        );
+        let failed = Ending {
+            status: 125,
+            setup_failed: true,
+            denials: Some("agent-sandbox: the network proxy blocked 1 request:\n  CONNECT x:443 (blocked-by-allowlist)".into()),
+            ..e.clone()
+        };
+        assert_eq!(
+            failed.render(),
+            "exit status: 125 (the sandbox could not be set up)\nended: 2026-11-29T10:15:05Z\nduration: 5.2 s\nagent-sandbox: the network proxy blocked 1 request:\n  CONNECT x:443 (blocked-by-allowlist)\n"
+        );
+        let plan = "sandbox: sh\ncommand: 'sh' '-c' 'exit 3'\n";
+        assert_eq!(ended(plan), None);
+        assert_eq!(
+            ended(&format!("{plan}{}", failed.render())),
+            Some(Ended {
+                status: "125 (the sandbox could not be set up)".into(),
+                ended: "2026-11-29T10:15:05Z".into(),
+                duration: "5.2 s".into(),
+            })
+        );
+        // Appended after the plan; written alone when the start never wrote the plan.
+        let t = tempfile::tempdir().unwrap();
+        e.append_to(t.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(t.path().join(LAUNCH_LOG)).unwrap(),
+            e.render()
+        );
+        let mode = fs::metadata(t.path().join(LAUNCH_LOG))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        write_file(t.path(), LAUNCH_LOG, plan.as_bytes()).unwrap();
+        killed.append_to(t.path()).unwrap();
+        let log = fs::read_to_string(t.path().join(LAUNCH_LOG)).unwrap();
+        assert_eq!(log, format!("{plan}{}", killed.render()));
+        assert_eq!(ended(&log).unwrap().status, "130 (signal 2)");
+    }
+
+    #[test]
+    fn names_and_denial_lines_are_taken_apart() {
+        assert_eq!(
+            parse_name("20261129T101500Z-0000042-claude-code"),
+            Some(NameParts {
+                started: "2026-11-29T10:15:00Z".into(),
+                pid: 42,
+                out_name: "claude-code".into(),
+            })
+        );
+        for bad in [
+            ".identity-0123",
+            "20261129T1015Z-1-x",
+            "2026112xT101500Z-1-x",
+            "20261129T101500Z-x",
+        ] {
+            assert_eq!(parse_name(bad), None, "{bad}");
+        }
+        let log = "2026-11-29T10:15:01Z allow first-contact CONNECT a.test:443 -\n\
+                   2026-11-29T10:15:02Z deny blocked-by-allowlist CONNECT deny.test:443 -\n\
+                   2026-11-29T10:15:03Z deny method-not-allowed POST a.test:443 /deny\n";
+        assert_eq!(
+            denial_lines(log).collect::<Vec<_>>(),
+            [
+                "2026-11-29T10:15:02Z deny blocked-by-allowlist CONNECT deny.test:443 -",
+                "2026-11-29T10:15:03Z deny method-not-allowed POST a.test:443 /deny"
+            ]
         );
     }
 

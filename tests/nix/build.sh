@@ -170,7 +170,7 @@ else
   mkdir -p "$tmp/th/proj"
   out=$(cd "$tmp/th/proj" && env -i PATH=/usr/bin:/bin HOME="$tmp/th" XDG_STATE_HOME="$tmp/ts" "$tools/bin/sb-tools" -c \
     'for t in ls which git rg fd sed grep find diff less awk jq; do command -v $t >/dev/null || echo "missing $t"; done
-     echo "{\"a\":1}" | jq -c .a; echo x | awk "{print \"awk ok\"}"; rg --version >/dev/null && echo rg ok' 2>&1)
+     echo "{\"a\":1}" | jq -c .a; echo x | awk "{print \"awk ok\"}"; rg --version >/dev/null && echo rg ok' 2>&1 | sed '/^agent-sandbox: session /d')
   if [ "$out" = $'1\nawk ok\nrg ok' ]; then pass common-tools-are-on-path; else fail common-tools-are-on-path "$out"; fi
 fi
 
@@ -186,7 +186,7 @@ else
   out=$(cd "$tmp/mh/proj" && env -i PATH=/usr/bin:/bin HOME="$tmp/mh" XDG_STATE_HOME="$tmp/ms" "$many/bin/sb-many" -c \
     "cat /nix/store/*-agent-sandbox-dummy-7/share/dummy; ls /nix/store | wc -l
      ls $outside >/dev/null 2>&1 || echo outside-hidden
-     touch /nix/store/new 2>/dev/null || echo store-read-only" 2>&1)
+     touch /nix/store/new 2>/dev/null || echo store-read-only" 2>&1 | sed '/^agent-sandbox: session /d')
   log=$(cat "$tmp"/ms/agent-sandbox/*-sb-many/launch.log 2>/dev/null)
   if [ "$out" = $'dummy 7\n'"$n"$'\noutside-hidden\nstore-read-only' ] && [ "$n" -ge 24 ] &&
     [[ "$log" == *"closure: $n paths in /nix/store staged by the namespace holder"* ]]; then

@@ -218,7 +218,7 @@ for t in "${templates[@]}"; do
   for who in root user; do
     if [ $who = root ]; then h=$home run=(); else h=$uhome run=(runuser -u "$user" --); fi
     outside=$tmp/outside-$t-$who
-    got=$(cd "$h/my-project" && "${run[@]}" env -i PATH=/usr/bin:/bin HOME="$h" "$out/bin/$bin" -c "$probe" probe "$h/$state" "$outside" 2>&1)
+    got=$(cd "$h/my-project" && "${run[@]}" env -i PATH=/usr/bin:/bin HOME="$h" "$out/bin/$bin" -c "$probe" probe "$h/$state" "$outside" 2>&1 | sed '/^agent-sandbox: session /d')
     where=""
     for p in "$h/planted" "$outside/planted"; do [ ! -e "$p" ] || where+="$p exists; "; done
     [ -f "$h/$state/written-inside" ] || where+="$h/$state/written-inside missing; "

@@ -82,6 +82,7 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
     let held = bind_by_fd(plan, &mut run, false)?;
     let argv = crate::linux::bwrap::argv(plan, &run);
     prepare::print_warnings(plan);
+    prepare::announce(&dir, l.quiet);
     // The logs and the rotation of old sessions are written while bwrap sets the sandbox up:
     // nothing inside reads them, and they would otherwise add to every start.
     let mut after_spawn = |_bwrap: u32| {
@@ -163,7 +164,7 @@ fn write_launch_logs(
         log.push_str(&staging_note(st));
         log.push('\n');
     }
-    session::write_file(dir, "launch.log", log.as_bytes())?;
+    session::write_file(dir, session::LAUNCH_LOG, log.as_bytes())?;
     Ok(())
 }
 
@@ -239,21 +240,19 @@ fn supervised(
         &mut spawned,
     )?;
     drop(holder);
-    if let Some(p) = proxy {
-        let summary = p.shutdown().render();
-        if !summary.is_empty() {
-            eprint!("{summary}");
-            if !summary.ends_with('\n') {
-                eprintln!();
-            }
+    let denials = proxy.map(|p| p.shutdown().render());
+    if let Some(summary) = denials.as_deref().filter(|s| !s.is_empty()) {
+        eprint!("{summary}");
+        if !summary.ends_with('\n') {
+            eprintln!();
         }
     }
     let mut report = crate::quarantine::sweep(&spec);
     report.findings.splice(0..0, watch.findings());
     eprint!("{}", report.render());
     sentinel.finish();
-    match outcome {
-        Outcome::Exited(code) => Ok(code),
+    let code = match outcome {
+        Outcome::Exited(code) => code,
         Outcome::SetupFailed { bwrap_status } => {
             // Probed only now, on failure: the start itself pays nothing for the diagnosis.
             let msg = crate::doctor::setup_failure_message(
@@ -263,9 +262,17 @@ fn supervised(
                 bwrap,
             );
             eprintln!("agent-sandbox: error: {msg}");
-            Ok(crate::cli::EXIT_SETUP)
+            crate::cli::EXIT_SETUP
         }
-    }
+    };
+    prepare::record_ending(
+        l,
+        session_dir,
+        code,
+        matches!(outcome, Outcome::SetupFailed { .. }),
+        denials,
+    );
+    Ok(code)
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -44,11 +44,12 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
     let sp = macos::plan_seatbelt(plan, &opts);
     session::write_file(
         &dir,
-        "launch.log",
+        session::LAUNCH_LOG,
         macos::render_with(plan, &opts).as_bytes(),
     )?;
     macos::prepare(&sp)?;
     prepare::print_warnings(plan);
+    prepare::announce(&dir, l.quiet);
 
     // Terminal signals (Ctrl-C, Ctrl-\) reach the command directly (same process group), so
     // the launcher ignores them; signals sent to the launcher itself are passed on.
@@ -108,19 +109,19 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
         }
     });
     let status = child.wait().context("lost track of sandbox-exec")?;
-    if let Some(p) = proxy {
-        let summary = p.shutdown().render();
-        if !summary.is_empty() {
-            eprint!("{summary}");
-        }
+    let denials = proxy.map(|p| p.shutdown().render());
+    if let Some(summary) = denials.as_deref().filter(|s| !s.is_empty()) {
+        eprint!("{summary}");
     }
     eprint!("{}", crate::quarantine::sweep(&spec).render());
     sentinel.finish();
     let _ = std::fs::remove_dir_all(dir.join("home"));
     let _ = std::fs::remove_dir_all(dir.join("tmp"));
-    Ok(match (status.code(), status.signal()) {
+    let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         _ => crate::cli::EXIT_SETUP,
-    })
+    };
+    prepare::record_ending(l, &dir, code, false, denials);
+    Ok(code)
 }

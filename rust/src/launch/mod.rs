@@ -31,11 +31,16 @@ pub struct Launch<'a> {
     /// With `dry_run`: as JSON ([`crate::report::json`]).
     pub json: bool,
     pub allow_nix: bool,
-    /// No first-denial notices from the proxy (`--quiet-denials`).
+    /// No first-denial notices from the proxy (`--quiet-denials`, or `--quiet`).
     pub quiet_denials: bool,
+    /// No `agent-sandbox: session DIR` line at start (`--quiet`).
+    pub quiet: bool,
+    /// When the launch began: the session's duration in its `launch.log`.
+    pub started: std::time::Instant,
 }
 
-fn host_home() -> anyhow::Result<PathBuf> {
+/// `$HOME`, canonical; the state directory's base (see [`session::base_dir`]) is found from it.
+pub(crate) fn host_home() -> anyhow::Result<PathBuf> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .ok_or_else(|| anyhow!("HOME is not set. Fix: set HOME to your home directory"))?;
@@ -55,6 +60,7 @@ fn host_home() -> anyhow::Result<PathBuf> {
 /// `agent-sandbox run`: the spec and flags, the launch directory's questions, the session
 /// directory's name, the host probe and the plan; then the platform's launch.
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let started = std::time::Instant::now();
     // Before any thread exists: forwarded signals must be blocked everywhere (see supervise).
     #[cfg(target_os = "linux")]
     crate::linux::supervise::block_forwarded_signals()?;
@@ -102,7 +108,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The session directory's name: no separators or control characters.
     let out_hint =
         plan::sandbox_name(&spec, &a.command).replace(|c: char| c == '/' || c.is_control(), "_");
-    let base = session::base_dir(std::env::var("XDG_STATE_HOME").ok().as_deref(), &home);
+    let base = session::base_dir_from_env(&home);
     // Canonical, so a symlinked state dir cannot smuggle the session files into a writable
     // bind unnoticed (check_session_dir_hidden compares real paths).
     let base = if a.dry_run {
@@ -152,7 +158,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         dry_run: a.dry_run,
         json: a.json,
         allow_nix: spec.allow_nix,
-        quiet_denials: a.quiet_denials,
+        quiet_denials: a.quiet_denials || a.quiet,
+        quiet: a.quiet,
+        started,
     };
     if target == "macos" {
         if a.dry_run {

@@ -33,6 +33,36 @@ pub fn print_warnings(plan: &Plan) {
     }
 }
 
+/// The session line, right before the sandbox starts: where its logs are (`agent-sandbox
+/// log` reads them). `--quiet` hides it.
+pub fn announce(session_dir: &Path, quiet: bool) {
+    if !quiet {
+        eprintln!("agent-sandbox: session {}", session_dir.display());
+    }
+}
+
+/// The end of the session at the end of its `launch.log`: the exit status, when, how long,
+/// and the proxy's summary (`denials`: `None` without a proxy). Best effort: the command's
+/// exit status is returned whether or not the log can be written.
+pub fn record_ending(
+    l: &super::Launch<'_>,
+    session_dir: &Path,
+    status: i32,
+    setup_failed: bool,
+    denials: Option<String>,
+) {
+    let ending = session::Ending {
+        status,
+        setup_failed,
+        ended: crate::proxy::log::now(),
+        duration: l.started.elapsed(),
+        denials,
+    };
+    if let Err(e) = ending.append_to(session_dir) {
+        eprintln!("agent-sandbox: warning: {e}");
+    }
+}
+
 /// The exit sweep's spec (the session starts now) and its sentinel, which sweeps if this
 /// process dies before it does (see `quarantine`).
 pub fn start_sentinel(
@@ -66,7 +96,7 @@ pub fn start_proxy(
         rules: rules.clone(),
         upstream_ca_files: plan.upstream_ca_files.clone(),
         allowed_local_ports: plan.allowed_local_ports.clone(),
-        log_path: Some(session_dir.join("proxy.log")),
+        log_path: Some(session_dir.join(session::PROXY_LOG)),
         on_first_denial: (!quiet).then(|| crate::proxy::Notify(std::sync::Arc::new(notice))),
         ..Default::default()
     })

@@ -25,6 +25,7 @@ mod policy;
 mod protect;
 mod quarantine;
 mod session;
+mod sessionlog;
 mod setid;
 mod signals;
 mod sockets;

@@ -53,8 +53,10 @@ fn assert_host_socket_intact(path: &Path) {
 
 fn probe(f: &Fixture, extra: &[&str], sockets: &[&Path]) -> Command {
     let mut c = f.cmd();
+    // --quiet: the tests compare the launcher's whole stderr (the warnings), without the
+    // session line.
     c.arg("run")
-        .args(["--no-network"])
+        .args(["--no-network", "--quiet"])
         .args(extra)
         .args(["--", "python3", "-c", PROBE])
         .args(sockets);
