@@ -190,3 +190,49 @@ fn closure_mode_does_not_look_at_the_callers_path() {
     assert_eq!(plan["env"]["PATH"], format!("{}/bin", tools.display()));
     assert!(!o.stderr.contains("found on yours"), "{o:?}");
 }
+
+/// Removes a path outside the fixture when the test ends, however it ends.
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn a_link_to_a_program_straight_in_a_shared_temporary_directory_exposes_the_program_alone() {
+    // /var/tmp holds other programs' files and sockets (a read-only bind leaves a socket
+    // connectable): the attempt reads a neighbour of the program there, and fails.
+    let f = Fixture::new();
+    let id = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    let tool = PathBuf::from(format!("/var/tmp/as-test-tool-{id}"));
+    let secret = PathBuf::from(format!("/var/tmp/as-test-neighbour-{id}"));
+    let _cleanup = RemoveOnDrop(vec![tool.clone(), secret.clone()]);
+    std::fs::write(&secret, "NEIGHBOUR-SECRET-31\n").unwrap();
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\necho tool-ran\ncat {} || echo no-neighbour\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(&tool, bin.join("tmptool")).unwrap();
+
+    let o = run(run_with_path(&f, &[&bin], &[], &["tmptool"]));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "tool-ran\nno-neighbour\n", "{o:?}");
+    assert!(!o.stdout.contains("NEIGHBOUR-SECRET"), "{o:?}");
+    assert!(
+        o.stderr
+            .contains(&format!("--ro {} --env PATH=", tool.display())),
+        "{o:?}"
+    );
+}
