@@ -130,6 +130,10 @@ pub struct Exposure {
     pub path_dirs: Vec<PathBuf>,
     /// The one-line note: what was exposed and the equivalent flags.
     pub note: String,
+    /// Where the command was found (the note's first half), for a refusal the planner adds.
+    pub story: String,
+    /// The flags that expose the same by hand.
+    pub by_hand: String,
 }
 
 /// One path walked to its end: the links met on the way and the real file.
@@ -360,10 +364,9 @@ pub fn resolve(ctx: &Context<'_>, name: &str, node: &dyn Fn(&Path) -> Node) -> O
         ));
     }
     tidy(ctx, &mut x);
-    x.note = format!(
-        "{story}; exposed read-only (the same as {})",
-        flags(ctx, &x)
-    );
+    x.by_hand = flags(ctx, &x);
+    x.note = format!("{story}; exposed read-only (the same as {})", x.by_hand);
+    x.story = story;
     Outcome::Exposed(x)
 }
 

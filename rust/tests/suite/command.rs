@@ -236,3 +236,78 @@ fn a_link_to_a_program_straight_in_a_shared_temporary_directory_exposes_the_prog
         "{o:?}"
     );
 }
+
+#[test]
+fn an_installation_directory_holding_a_socket_is_not_exposed_automatically() {
+    // Declared directories get their sockets masked; an automatic exposure would not, and a
+    // read-only bind leaves a socket connectable. The attempt connects from inside.
+    let f = Fixture::new();
+    let version = f.home.join(".local/share/tool/1.0");
+    script(
+        &f,
+        "home/.local/share/tool/1.0/tool",
+        "#!/bin/sh\necho tool-ran\ntest -S \"$(dirname \"$(readlink -f \"$0\")\")\"/agent.sock && echo socket-visible\n",
+    );
+    let sock = version.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(version.join("tool"), bin.join("tool")).unwrap();
+
+    let o = run(run_with_path(&f, &[&bin], &[], &["tool"]));
+    assert_eq!(o.code, 127, "{o:?}");
+    assert!(!o.stdout.contains("socket-visible"), "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "not exposed automatically: {} holds the Unix socket {}, which a read-only bind leaves connectable. If you mean it: --ro ~/.local/bin/tool --ro ~/.local/share/tool/1.0 --env PATH=",
+            version.display(),
+            sock.display()
+        )),
+        "{o:?}"
+    );
+    // The flags printed do expose it, with the socket masked.
+    let o = run(run_with_path(
+        &f,
+        &[&bin],
+        &["--ro", &version.display().to_string()],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "{}/tool; test -S {} || echo masked",
+                version.display(),
+                sock.display()
+            ),
+        ],
+    ));
+    assert_eq!(o.stdout, "tool-ran\nmasked\n", "{o:?}");
+}
+
+#[test]
+fn a_directory_holding_the_state_directory_is_not_exposed_automatically() {
+    // The launcher's logs and other sessions' files: a program lying next to them.
+    let f = Fixture::new();
+    f.write(
+        "state/agent-sandbox/old-session/launch.log",
+        "OLD-SESSION-LOG-55\n",
+    );
+    let tool = script(
+        &f,
+        "state/tool",
+        "#!/bin/sh\necho tool-ran\ncat \"$(dirname \"$(readlink -f \"$0\")\")\"/agent-sandbox/old-session/launch.log\n",
+    );
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(&tool, bin.join("tool")).unwrap();
+    let o = run(run_with_path(&f, &[&bin], &[], &["tool"]));
+    assert!(!o.stdout.contains("OLD-SESSION-LOG"), "{o:?}");
+    assert_eq!(o.code, 127, "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "not exposed automatically: {} holds agent-sandbox's state directory {}",
+            f.state.display(),
+            f.state.join("agent-sandbox").display()
+        )),
+        "{o:?}"
+    );
+}
