@@ -311,3 +311,26 @@ fn a_directory_holding_the_state_directory_is_not_exposed_automatically() {
         "{o:?}"
     );
 }
+
+#[test]
+fn an_escape_sequence_in_a_found_path_does_not_reach_the_terminal() {
+    // Whoever could write the installation directory chose its names; the warning quotes them.
+    let f = Fixture::new();
+    let real = script(
+        &f,
+        "home/.local/share/ev\u{1b}]0;pwned\u{7}\u{1b}[2J/1.0/tool",
+        "#!/bin/sh\necho tool-ran\n",
+    );
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(&real, bin.join("tool")).unwrap();
+    let o = run(run_with_path(&f, &[&bin], &[], &["tool"]));
+    assert_eq!(o.stdout, "tool-ran\n", "{o:?}");
+    assert!(!o.stderr.contains('\u{1b}'), "{o:?}");
+    assert!(!o.stderr.contains('\u{7}'), "{o:?}");
+    assert!(
+        o.stderr
+            .contains("~/.local/share/ev\\u{1b}]0;pwned\\u{7}\\u{1b}[2J/1.0/tool"),
+        "{o:?}"
+    );
+}
