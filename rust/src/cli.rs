@@ -145,7 +145,10 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agent-sandbox: error: {}", one_line(&e));
+            eprintln!(
+                "agent-sandbox: error: {}",
+                crate::report::terminal_safe(&one_line(&e))
+            );
             EXIT_SETUP
         }
     }

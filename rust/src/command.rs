@@ -13,8 +13,10 @@
 //!   script's links to find its modules, so a link must stay a link);
 //! - the final file's directory when the last link led there from another directory (the
 //!   link points into a version or package directory, whose siblings — `node_modules`,
-//!   libraries — the program reads), unless that directory is `/`, `$HOME` or above, or a
-//!   directory straight in `$HOME` (too broad: the file alone then);
+//!   libraries — the program reads), unless that directory is too broad (the file alone
+//!   then): `/` or straight in it, `$HOME` or above or straight in it, another user's home,
+//!   a shared temporary directory (`/tmp`) or one straight in it, or anything under `/run`
+//!   (they hold other programs' sockets, which a read-only bind leaves connectable);
 //! - otherwise the final file alone (a `PATH` directory such as `~/.cargo/bin` holds other
 //!   tools);
 //! - a `#!` interpreter the sandbox lacks, by the same rule: `#!/usr/bin/env node` looks
@@ -128,6 +130,10 @@ pub struct Exposure {
     pub path_dirs: Vec<PathBuf>,
     /// The one-line note: what was exposed and the equivalent flags.
     pub note: String,
+    /// Where the command was found (the note's first half), for a refusal the planner adds.
+    pub story: String,
+    /// The flags that expose the same by hand.
+    pub by_hand: String,
 }
 
 /// One path walked to its end: the links met on the way and the real file.
@@ -231,14 +237,38 @@ fn needs(home: &Path, w: &Walk, out: &mut Exposure) {
         .links
         .last()
         .is_some_and(|(link, _)| link.parent() != Some(dir));
-    let too_broad = dir == Path::new("/") || home.starts_with(dir) || dir.parent() == Some(home);
-    let bind = if from_elsewhere && !too_broad {
+    let bind = if from_elsewhere && !too_broad(home, dir) {
         dir
     } else {
         file
     };
     out.ro.push(bind.to_path_buf());
     out.links.extend(w.links.iter().cloned());
+}
+
+/// Shared temporary directories: they and the directories straight in them hold other
+/// programs' sockets (`/tmp/.X11-unix`, `/tmp/tmux-1000/default`, `/tmp/ssh-…/agent.1`),
+/// which a read-only bind does not stop anyone from connecting to.
+const SHARED_TEMP: &[&str] = &["/tmp", "/var/tmp"];
+
+/// Runtime directories: everything under them is sockets and state (`/run/user/1000/bus`,
+/// `…/gnupg/S.gpg-agent.ssh`, `/run/docker.sock`), never an installation.
+const RUNTIME: &[&str] = &["/run", "/var/run", "/dev/shm"];
+
+/// Whether `dir` is too broad to expose whole for one program (the file alone then): `/` or a
+/// directory straight in it (`/tmp`, `/etc`, `/opt`), `$HOME` or above or straight in it,
+/// another user's home, a shared temporary directory or one straight in it, or anything in a
+/// runtime directory.
+fn too_broad(home: &Path, dir: &Path) -> bool {
+    let parent = dir.parent();
+    dir.components().count() <= 2
+        || home.starts_with(dir)
+        || parent == Some(home)
+        || parent == Some(Path::new("/home"))
+        || SHARED_TEMP
+            .iter()
+            .any(|t| dir == Path::new(t) || parent == Some(Path::new(t)))
+        || RUNTIME.iter().any(|r| dir.starts_with(r))
 }
 
 /// The file the shell would run for `name` (`found`, walked to `w`) and its interpreters.
@@ -334,10 +364,9 @@ pub fn resolve(ctx: &Context<'_>, name: &str, node: &dyn Fn(&Path) -> Node) -> O
         ));
     }
     tidy(ctx, &mut x);
-    x.note = format!(
-        "{story}; exposed read-only (the same as {})",
-        flags(ctx, &x)
-    );
+    x.by_hand = flags(ctx, &x);
+    x.note = format!("{story}; exposed read-only (the same as {})", x.by_hand);
+    x.story = story;
     Outcome::Exposed(x)
 }
 

@@ -207,6 +207,33 @@ fn a_directory_that_is_home_or_straight_in_it_is_not_exposed_whole() {
 }
 
 #[test]
+fn shared_temporary_runtime_and_top_level_directories_are_not_exposed_whole() {
+    // Their sockets (tmux, X11, ssh-agent, the session bus) stay connectable through a
+    // read-only bind: a link to a program lying there exposes the program alone.
+    let cases = [
+        ("/tmp/tool", "/tmp/tool"),
+        ("/tmp/tmux-1000/tool", "/tmp/tmux-1000/tool"),
+        ("/var/tmp/tool", "/var/tmp/tool"),
+        ("/run/user/1000/tool", "/run/user/1000/tool"),
+        ("/run/user/1000/app/bin/tool", "/run/user/1000/app/bin/tool"),
+        ("/dev/shm/tool", "/dev/shm/tool"),
+        ("/opt/tool", "/opt/tool"),
+        ("/home/other/tool", "/home/other/tool"),
+        // Deeper in a temporary directory, or an installation in /opt: the directory.
+        ("/tmp/build/out/tool", "/tmp/build/out"),
+        ("/opt/app/tool", "/opt/app"),
+    ];
+    for (target, want) in cases {
+        let node = fs(&[
+            &format!("l:/h/.local/bin/tool={target}"),
+            &format!("x:{target}"),
+        ]);
+        let x = exposed(resolve_in("/h/.local/bin", &[], &[], "tool", &node));
+        assert_eq!(x.ro, paths(&[want]), "{target}");
+    }
+}
+
+#[test]
 fn links_in_directories_on_the_way_are_recreated_and_dotdot_follows_the_real_path() {
     // ~/bin -> dotfiles/bin; the tool's link climbs out of the real directory.
     let node = fs(&[

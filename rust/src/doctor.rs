@@ -470,13 +470,53 @@ fn read_number(path: &str) -> Option<u64> {
 }
 
 fn first_line(program: &Path, arg: &str) -> Option<String> {
-    let out = std::process::Command::new(program)
-        .arg(arg)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
+    let out = output_within(program, arg)?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines().next().map(|l| l.trim().to_string())
+}
+
+/// `program arg`'s output, or `None` if it cannot run or takes longer than [`PROBE_TIMEOUT`]
+/// (then it is killed): the doctor is run when something hangs, and must not hang itself.
+fn output_within(program: &Path, arg: &str) -> Option<std::process::Output> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(program)
+        .arg(arg)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    // Read both pipes while waiting: a long help text must not fill one and stall the child.
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = reader(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = reader(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = std::time::Instant::now() + PROBE_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    Some(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 impl Userns {
@@ -566,13 +606,7 @@ impl Facts {
         let bwrap_help = bwrap
             .as_ref()
             .ok()
-            .and_then(|b| {
-                std::process::Command::new(b)
-                    .arg("--help")
-                    .stdin(std::process::Stdio::null())
-                    .output()
-                    .ok()
-            })
+            .and_then(|b| output_within(b, "--help"))
             .map(|o| {
                 // Some versions print their help on stderr.
                 let mut s = String::from_utf8_lossy(&o.stdout).into_owned();

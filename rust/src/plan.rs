@@ -873,6 +873,14 @@ fn expose_command(
         crate::command::Outcome::Refused(w) => return warnings.push(w),
         crate::command::Outcome::Inside | crate::command::Outcome::Nowhere => return,
     };
+    if let Some(why) = x.ro.iter().find_map(|p| unexposable(host, p)) {
+        // Fail closed: these binds come after the socket and state-directory masks, which a
+        // declared path gets (the flags printed get them).
+        return warnings.push(format!(
+            "{}; not exposed automatically: {why}. If you mean it: {}",
+            x.story, x.by_hand
+        ));
+    }
     for p in x.ro {
         let Ok(meta) = std::fs::symlink_metadata(&p) else {
             continue;
@@ -891,6 +899,40 @@ fn expose_command(
     let path: Vec<String> = dirs.chain([inside_path]).collect();
     env.insert("PATH".into(), path.join(":"));
     warnings.push(x.note);
+}
+
+/// Why a directory the command exposure picked must not be bound as it is: it holds or lies in
+/// the launcher's state directory, or holds a Unix socket (connectable through a read-only
+/// bind), or could not be scanned for one. `None` when it may.
+fn unexposable(host: &HostContext, p: &Path) -> Option<String> {
+    let state = host.session_dir.parent()?;
+    if state.starts_with(p) || p.starts_with(state) {
+        return Some(format!(
+            "{} holds agent-sandbox's state directory {} (the launcher's logs and session files)",
+            p.display(),
+            state.display()
+        ));
+    }
+    if !std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let permitted = crate::symlinks::Permitted::new([p.to_path_buf()]);
+    let report = crate::symlinks::scan_tree(p, &permitted, SCAN_LIMIT);
+    if let Some(socket) = report.sockets.first() {
+        return Some(format!(
+            "{} holds the Unix socket {}, which a read-only bind leaves connectable",
+            p.display(),
+            socket.display()
+        ));
+    }
+    (report.truncated || report.unreadable > 0).then(|| {
+        format!(
+            "{} could not be searched whole for Unix sockets ({} entries seen, {} unreadable)",
+            p.display(),
+            report.entries,
+            report.unreadable
+        )
+    })
 }
 
 /// Whether the sandbox shows host path `p` at its place: the last mount over it is a bind of

@@ -146,7 +146,7 @@ pub fn render(
         );
     }
     for w in &plan.warnings {
-        let _ = writeln!(s, "warning: {w}");
+        let _ = writeln!(s, "warning: {}", terminal_safe(w));
     }
     let _ = writeln!(
         s,
@@ -292,9 +292,27 @@ pub fn escape_controls(s: &str) -> String {
         .collect()
 }
 
+/// A warning for a terminal: [`escape_controls`] but for its line breaks. Warnings quote host
+/// paths and link targets (which whoever can write there chose), so an escape sequence in a
+/// name must not reach the terminal as one.
+pub fn terminal_safe(s: &str) -> String {
+    s.split('\n')
+        .map(escape_controls)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_safe_keeps_line_breaks_and_escapes_the_rest() {
+        assert_eq!(
+            terminal_safe("a\u{1b}]0;t\u{7}\r\nb\tc"),
+            "a\\u{1b}]0;t\\u{7}\\r\nb\\tc"
+        );
+    }
 
     #[test]
     fn secret_names() {

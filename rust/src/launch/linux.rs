@@ -87,7 +87,10 @@ pub fn launch(l: &Launch<'_>) -> anyhow::Result<i32> {
     // nothing inside reads them, and they would otherwise add to every start.
     let mut after_spawn = |_bwrap: u32| {
         if let Err(e) = write_launch_logs(&dir, plan, &run, &bwrap, &argv) {
-            eprintln!("agent-sandbox: warning: {}", crate::cli::one_line(&e));
+            eprintln!(
+                "agent-sandbox: warning: {}",
+                crate::report::terminal_safe(&crate::cli::one_line(&e))
+            );
         }
         session::rotate(l.base, session::KEEP_SESSIONS, l.name);
     };

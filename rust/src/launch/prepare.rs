@@ -29,7 +29,10 @@ pub fn session_dir(plan: &Plan, base: &Path, name: &str) -> anyhow::Result<PathB
 /// The plan's warnings, once, on stderr.
 pub fn print_warnings(plan: &Plan) {
     for w in &plan.warnings {
-        eprintln!("agent-sandbox: warning: {w}");
+        eprintln!(
+            "agent-sandbox: warning: {}",
+            crate::report::terminal_safe(w)
+        );
     }
 }
 

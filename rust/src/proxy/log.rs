@@ -355,6 +355,11 @@ pub(crate) fn would_allow(
     let adding = if method == "CONNECT" {
         // The methods inside an uninspected tunnel are unknown: only "*" surely allows it.
         None
+    } else if !HTTP_METHODS.contains(&method) {
+        // No setting names it (allowedDomains takes only these methods), and the agent picks
+        // it: an advice quoting it would let the agent write arbitrary text, of any length,
+        // into the launcher's notice and summary.
+        return None;
     } else {
         Some(vec![method.to_string()])
     };
@@ -548,6 +553,29 @@ mod tests {
             would_allow: would_allow(&policy, code, method, host),
             local_port: (code == codes::PRIVATE_ADDRESS && host.starts_with("db.")).then_some(5432),
         }
+    }
+
+    #[test]
+    fn an_unknown_method_gets_no_advice_and_a_bounded_notice() {
+        let huge = "X".repeat(60_000);
+        for code in [codes::BLOCKED_BY_ALLOWLIST, codes::METHOD_NOT_ALLOWED] {
+            let d = denial(&huge, "api.example.org", 443, "/", code);
+            assert_eq!(d.would_allow, None, "{code}");
+            assert_eq!(d.remedy(), Remedy::Nothing, "{code}");
+        }
+        // The proxy records the method through `printable`, which bounds it.
+        let mut d = denial(
+            &huge,
+            "blocked.example",
+            80,
+            "/",
+            codes::BLOCKED_BY_ALLOWLIST,
+        );
+        d.method = printable(&huge);
+        assert!(d.notice().len() < 400, "{}", d.notice().len());
+        let mut summary = Summary::default();
+        summary.denials.push(d);
+        assert!(summary.render().len() < 1_000, "{}", summary.render().len());
     }
 
     #[test]

@@ -190,3 +190,147 @@ fn closure_mode_does_not_look_at_the_callers_path() {
     assert_eq!(plan["env"]["PATH"], format!("{}/bin", tools.display()));
     assert!(!o.stderr.contains("found on yours"), "{o:?}");
 }
+
+/// Removes a path outside the fixture when the test ends, however it ends.
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn a_link_to_a_program_straight_in_a_shared_temporary_directory_exposes_the_program_alone() {
+    // /var/tmp holds other programs' files and sockets (a read-only bind leaves a socket
+    // connectable): the attempt reads a neighbour of the program there, and fails.
+    let f = Fixture::new();
+    let id = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+    let tool = PathBuf::from(format!("/var/tmp/as-test-tool-{id}"));
+    let secret = PathBuf::from(format!("/var/tmp/as-test-neighbour-{id}"));
+    let _cleanup = RemoveOnDrop(vec![tool.clone(), secret.clone()]);
+    std::fs::write(&secret, "NEIGHBOUR-SECRET-31\n").unwrap();
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\necho tool-ran\ncat {} || echo no-neighbour\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(&tool, bin.join("tmptool")).unwrap();
+
+    let o = run(run_with_path(&f, &[&bin], &[], &["tmptool"]));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "tool-ran\nno-neighbour\n", "{o:?}");
+    assert!(!o.stdout.contains("NEIGHBOUR-SECRET"), "{o:?}");
+    assert!(
+        o.stderr
+            .contains(&format!("--ro {} --env PATH=", tool.display())),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn an_installation_directory_holding_a_socket_is_not_exposed_automatically() {
+    // Declared directories get their sockets masked; an automatic exposure would not, and a
+    // read-only bind leaves a socket connectable. The attempt connects from inside.
+    let f = Fixture::new();
+    let version = f.home.join(".local/share/tool/1.0");
+    script(
+        &f,
+        "home/.local/share/tool/1.0/tool",
+        "#!/bin/sh\necho tool-ran\ntest -S \"$(dirname \"$(readlink -f \"$0\")\")\"/agent.sock && echo socket-visible\n",
+    );
+    let sock = version.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(version.join("tool"), bin.join("tool")).unwrap();
+
+    let o = run(run_with_path(&f, &[&bin], &[], &["tool"]));
+    assert_eq!(o.code, 127, "{o:?}");
+    assert!(!o.stdout.contains("socket-visible"), "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "not exposed automatically: {} holds the Unix socket {}, which a read-only bind leaves connectable. If you mean it: --ro ~/.local/bin/tool --ro ~/.local/share/tool/1.0 --env PATH=",
+            version.display(),
+            sock.display()
+        )),
+        "{o:?}"
+    );
+    // The flags printed do expose it, with the socket masked.
+    let o = run(run_with_path(
+        &f,
+        &[&bin],
+        &["--ro", &version.display().to_string()],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "{}/tool; test -S {} || echo masked",
+                version.display(),
+                sock.display()
+            ),
+        ],
+    ));
+    assert_eq!(o.stdout, "tool-ran\nmasked\n", "{o:?}");
+}
+
+#[test]
+fn a_directory_holding_the_state_directory_is_not_exposed_automatically() {
+    // The launcher's logs and other sessions' files: a program lying next to them.
+    let f = Fixture::new();
+    f.write(
+        "state/agent-sandbox/old-session/launch.log",
+        "OLD-SESSION-LOG-55\n",
+    );
+    let tool = script(
+        &f,
+        "state/tool",
+        "#!/bin/sh\necho tool-ran\ncat \"$(dirname \"$(readlink -f \"$0\")\")\"/agent-sandbox/old-session/launch.log\n",
+    );
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(&tool, bin.join("tool")).unwrap();
+    let o = run(run_with_path(&f, &[&bin], &[], &["tool"]));
+    assert!(!o.stdout.contains("OLD-SESSION-LOG"), "{o:?}");
+    assert_eq!(o.code, 127, "{o:?}");
+    assert!(
+        o.stderr.contains(&format!(
+            "not exposed automatically: {} holds agent-sandbox's state directory {}",
+            f.state.display(),
+            f.state.join("agent-sandbox").display()
+        )),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn an_escape_sequence_in_a_found_path_does_not_reach_the_terminal() {
+    // Whoever could write the installation directory chose its names; the warning quotes them.
+    let f = Fixture::new();
+    let real = script(
+        &f,
+        "home/.local/share/ev\u{1b}]0;pwned\u{7}\u{1b}[2J/1.0/tool",
+        "#!/bin/sh\necho tool-ran\n",
+    );
+    let bin = f.home.join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    symlink(&real, bin.join("tool")).unwrap();
+    let o = run(run_with_path(&f, &[&bin], &[], &["tool"]));
+    assert_eq!(o.stdout, "tool-ran\n", "{o:?}");
+    assert!(!o.stderr.contains('\u{1b}'), "{o:?}");
+    assert!(!o.stderr.contains('\u{7}'), "{o:?}");
+    assert!(
+        o.stderr
+            .contains("~/.local/share/ev\\u{1b}]0;pwned\\u{7}\\u{1b}[2J/1.0/tool"),
+        "{o:?}"
+    );
+}

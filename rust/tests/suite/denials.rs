@@ -186,3 +186,28 @@ fn first_denial_of_a_host_is_announced_once_unless_quiet() {
         "{o:?}"
     );
 }
+
+#[test]
+fn a_made_up_method_gets_no_advice_and_cannot_flood_the_terminal() {
+    // The agent picks the method: a 60,000-byte one must not be quoted back whole in the
+    // notice and the summary (no setting could name it anyway).
+    let f = Fixture::new();
+    let script = "M=$(head -c 60000 /dev/zero | tr '\\0' X); \
+        curl -s -m 5 -o /dev/null -X \"$M\" http://files.pythonhosted.org/; \
+        curl -s -m 5 -o /dev/null -X \"$M\" http://example.invalid/; true";
+    let o = run(f.sh(RULES, script));
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(o.stderr.len() < 4_000, "{} bytes of stderr", o.stderr.len());
+    let n = notices(&o.stderr);
+    assert_eq!(n.len(), 2, "{}", o.stderr);
+    assert!(
+        n.iter().all(|l| !l.contains("allow it with")),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("the network proxy blocked 2 requests"),
+        "{}",
+        o.stderr
+    );
+}

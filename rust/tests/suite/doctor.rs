@@ -137,3 +137,34 @@ fn a_launch_without_user_namespaces_names_the_setting_and_its_fix() {
         "{o:?}"
     );
 }
+
+#[test]
+fn doctor_does_not_hang_on_a_bubblewrap_that_hangs() {
+    // The doctor is what one runs when something hangs: a bwrap that never answers --help or
+    // --version is killed after the probe's 5 s, like the user-namespace probe.
+    let f = Fixture::new();
+    let stuck = f.write("stuck-bwrap", "#!/bin/sh\nexec sleep 120\n");
+    std::fs::set_permissions(&stuck, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = f.cmd();
+    c.env("AGENT_SANDBOX_BWRAP", &stuck)
+        .arg("doctor")
+        .stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let finished = eventually(std::time::Duration::from_secs(60), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !finished {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(finished, "the doctor hung: {stdout}");
+    assert!(
+        stdout.contains("(unknown version) lacks --disable-userns"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("bwrap --unshare-user did not finish within 5 s"),
+        "{stdout}"
+    );
+}
