@@ -11,9 +11,10 @@
 //! read-only, at their real paths:
 //! - every symlink met on the way, recreated as the same link (Node resolves its main
 //!   script's links to find its modules, so a link must stay a link);
-//! - the final file's directory when the last link led there from another directory (the
+//! - the final file's directory when the one link led there from another directory (the
 //!   link points into a version or package directory, whose siblings — `node_modules`,
-//!   libraries — the program reads), unless that directory is too broad (the file alone
+//!   libraries — the program reads; with a chain of links, the file alone: whoever could
+//!   change a later link would pick the directory), unless that directory is too broad (the file alone
 //!   then): `/` or straight in it, `$HOME` or above or straight in it, another user's home,
 //!   a shared temporary directory (`/tmp`) or one straight in it, or anything under `/run`
 //!   (they hold other programs' sockets, which a read-only bind leaves connectable);
@@ -233,10 +234,12 @@ fn interpreter(shebang: &str) -> Option<Result<PathBuf, String>> {
 fn needs(home: &Path, w: &Walk, out: &mut Exposure) {
     let file = &w.real;
     let dir = file.parent().unwrap_or(Path::new("/"));
-    let from_elsewhere = w
-        .links
-        .last()
-        .is_some_and(|(link, _)| link.parent() != Some(dir));
+    // Only for a single link (the user's own link into a package): with a chain, whoever can
+    // change a later link would choose which directory gets exposed; the file alone then.
+    let from_elsewhere = w.links.len() == 1
+        && w.links
+            .last()
+            .is_some_and(|(link, _)| link.parent() != Some(dir));
     let bind = if from_elsewhere && !too_broad(home, dir) {
         dir
     } else {

@@ -106,6 +106,22 @@ fn a_link_into_a_version_directory_exposes_the_link_and_that_directory() {
     );
 }
 
+/// A chain of links exposes the file alone: a later link (in a directory an earlier session
+/// may have written) must not choose a directory to expose, e.g. one holding a user's config.
+#[test]
+fn a_chain_of_links_exposes_the_file_alone() {
+    let node = fs(&[
+        "l:/h/.local/bin/claude=/h/.local/share/claude/current",
+        "l:/h/.local/share/claude/current=/h/.config/app/hook.sh",
+        "x:/h/.config/app/hook.sh=/bin/sh",
+        "f:/h/.config/app/token",
+        "x:/usr/bin/sh",
+    ]);
+    let x = exposed(resolve_in("/h/.local/bin", &[], &[], "claude", &node));
+    assert_eq!(x.ro, paths(&["/h/.config/app/hook.sh"]));
+    assert_eq!(x.links.len(), 2);
+}
+
 #[test]
 fn a_link_to_a_versioned_file_exposes_the_versions_directory() {
     // The native installer: the version is the file itself.
@@ -242,7 +258,8 @@ fn links_in_directories_on_the_way_are_recreated_and_dotdot_follows_the_real_pat
         "x:/h/opt/tool/1.0/t",
     ]);
     let x = exposed(resolve_in("/h/bin", &[], &[], "t", &node));
-    assert_eq!(x.ro, paths(&["/h/opt/tool/1.0"]));
+    // Two links on the way: the file alone (see a_chain_of_links_exposes_the_file_alone).
+    assert_eq!(x.ro, paths(&["/h/opt/tool/1.0/t"]));
     assert_eq!(
         x.links,
         vec![
