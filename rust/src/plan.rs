@@ -2054,6 +2054,10 @@ fn protect_paths(
                 .push(crate::session::canonical_lenient(&lexical));
         }
     }
+    // Only read-write roots can hold what must be kept (and the scan costs a little).
+    if !req.path_roots.is_empty() {
+        req.path_targets = path_link_targets(&req.path_dirs, &host.home, &req.path_roots);
+    }
     let lstat = |p: &Path| match std::fs::symlink_metadata(p) {
         Ok(m) if m.file_type().is_symlink() => std::fs::read_link(p).map_or(Node::File, Node::Link),
         Ok(m) if m.is_dir() => Node::Dir,
@@ -2126,6 +2130,41 @@ fn protect_paths(
         ));
     }
     Ok(protected)
+}
+
+/// What the links in the caller's `PATH` directories lead to, resolved: a link into another
+/// directory (`~/.local/bin/claude` → `~/.local/share/claude/versions/1.2.3/claude`, npm's
+/// `bin/x` → `../lib/node_modules/x/cli.js`) protects that directory, which holds what the
+/// program loads, unless it is `$HOME`, above it or straight in it (then the file alone).
+/// Only targets inside `roots` (the read-write roots `PATH` protection applies to) count. At
+/// most 4096 entries per directory are looked at.
+fn path_link_targets(dirs: &[PathBuf], home: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = std::collections::BTreeSet::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten().take(4096) {
+            let link = e.path();
+            if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+                continue;
+            }
+            let Ok(target) = std::fs::canonicalize(&link) else {
+                continue;
+            };
+            if !target.is_file() || !roots.iter().any(|r| target.starts_with(r)) {
+                continue;
+            }
+            let parent = target.parent().unwrap_or(Path::new("/"));
+            let too_broad = home.starts_with(parent) || parent.parent() == Some(home);
+            out.insert(if parent != dir.as_path() && !too_broad {
+                parent.to_path_buf()
+            } else {
+                target
+            });
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// Where the binds in `layered` show the launcher's state directory (`host.session_dir`'s

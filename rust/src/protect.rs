@@ -196,6 +196,8 @@ pub const HOST_CONFIG: &[HostConfig] = &[
 
 /// Why a `PATH` directory is kept.
 pub const ON_PATH: &str = "on your PATH: your shell runs what is planted there";
+pub const LINKED_FROM_PATH: &str =
+    "a program on your PATH links to it: your shell runs what is changed there";
 
 /// What `lstat` finds at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,6 +255,9 @@ pub struct Request {
     pub path_roots: Vec<PathBuf>,
     /// The caller's `PATH` directories, absolute, with existing parts resolved.
     pub path_dirs: Vec<PathBuf>,
+    /// What the links in those directories lead to (the program, or its version or package
+    /// directory), resolved: kept read-only in `path_roots` like the directories themselves.
+    pub path_targets: Vec<PathBuf>,
     /// `rwHostConfig`: kept writable, with everything below (lexical and resolved forms).
     pub exempt: Vec<PathBuf>,
 }
@@ -360,7 +365,12 @@ pub fn plan(req: &Request, lstat: &dyn Fn(&Path) -> Node) -> Result<Protected, S
     let path = req
         .path_dirs
         .iter()
-        .map(|d| (d.clone(), Hold::Dir, ON_PATH, &req.path_roots));
+        .map(|d| (d.clone(), Hold::Dir, ON_PATH, &req.path_roots))
+        .chain(
+            req.path_targets
+                .iter()
+                .map(|t| (t.clone(), Hold::File, LINKED_FROM_PATH, &req.path_roots)),
+        );
     let exempt = |p: &Path| req.exempt.iter().any(|e| p.starts_with(e));
     for (lexical, hold, why, roots) in table.chain(path) {
         if exempt(&lexical) {

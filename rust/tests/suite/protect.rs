@@ -279,3 +279,52 @@ fn a_git_pin_does_not_reopen_a_read_only_declared_dir() {
         "z\n"
     );
 }
+
+/// What a link on the caller's PATH leads to stays read-only in a declared read-write path:
+/// `--rw ~/.local` must not let the agent rewrite the claude the host runs through
+/// `~/.local/bin/claude` (its version directory under `~/.local/share`). Regression: only
+/// the PATH directory itself was kept.
+#[test]
+fn what_a_link_on_path_leads_to_stays_read_only() {
+    let f = Fixture::new();
+    let version = f.home.join(".local/share/claude/versions/1.2.3");
+    std::fs::create_dir_all(&version).unwrap();
+    std::fs::create_dir_all(f.home.join(".local/bin")).unwrap();
+    std::fs::write(version.join("claude"), "#!/bin/sh\necho real\n").unwrap();
+    std::fs::write(version.join("lib.js"), "original\n").unwrap();
+    std::os::unix::fs::symlink(version.join("claude"), f.home.join(".local/bin/claude")).unwrap();
+    let path = format!("/usr/bin:/bin:{}/.local/bin", f.home.display());
+    let script = "echo planted > ~/.local/share/claude/versions/1.2.3/claude 2>/dev/null && echo WROTE-bin; \
+                  echo planted > ~/.local/share/claude/versions/1.2.3/lib.js 2>/dev/null && echo WROTE-lib; \
+                  mv ~/.local/share/claude ~/.local/share/moved 2>/dev/null && echo MOVED; \
+                  echo x > ~/.local/share/other && echo other-ok";
+    let mut c = f.sh(&["--no-network", "--rw", "~/.local"], script);
+    c.env("PATH", &path);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "other-ok\n", "{o:?}");
+    assert_eq!(read(&version.join("claude")), "#!/bin/sh\necho real\n");
+    assert_eq!(read(&version.join("lib.js")), "original\n");
+    assert!(
+        o.stderr.contains(&format!(
+            "{} (a program on your PATH links to it",
+            version.display()
+        )),
+        "{o:?}"
+    );
+    // rwHostConfig grants it, as for the other host-executed paths.
+    let mut c = f.sh(
+        &[
+            "--no-network",
+            "--rw",
+            "~/.local",
+            "--rw-host-config",
+            "~/.local/share/claude",
+        ],
+        "echo updated > ~/.local/share/claude/versions/1.2.3/lib.js && echo granted",
+    );
+    c.env("PATH", &path);
+    let o = run(c);
+    assert_eq!(o.stdout, "granted\n", "{o:?}");
+    assert_eq!(read(&version.join("lib.js")), "updated\n");
+}
