@@ -399,31 +399,15 @@ impl Summary {
         );
 
         // Identical denials are folded, in order of first occurrence.
-        let mut seen: Vec<(String, usize)> = Vec::new();
-        for d in &self.denials {
+        out.push_str(&counted_lines(self.denials.iter().map(|d| {
             let target = if d.method == "CONNECT" {
                 format!("{}:{}", d.host, d.port)
             } else {
                 let scheme = if d.port == 80 { "http" } else { "https" };
                 format!("{scheme}://{}{}", d.host, d.path)
             };
-            let line = format!("  {} {target} ({})", d.method, d.code);
-            match seen.iter_mut().find(|(l, _)| *l == line) {
-                Some((_, n)) => *n += 1,
-                None => seen.push((line, 1)),
-            }
-        }
-        const SHOWN: usize = 20;
-        for (line, n) in seen.iter().take(SHOWN) {
-            out.push_str(line);
-            if *n > 1 {
-                out.push_str(&format!(" x{n}"));
-            }
-            out.push('\n');
-        }
-        if seen.len() > SHOWN {
-            out.push_str(&format!("  … and {} more\n", seen.len() - SHOWN));
-        }
+            format!("  {} {target} ({})", d.method, d.code)
+        })));
 
         // Merge the suggestions per domain: "*" wins, method lists are united.
         let remedies: Vec<(&Denial, Remedy)> =
@@ -495,27 +479,36 @@ impl Summary {
             "agent-sandbox: {total} allowed request{} failed upstream (the client got 502; see proxy.log):\n",
             if total == 1 { "" } else { "s" }
         );
-        let mut seen: Vec<(String, usize)> = Vec::new();
-        for f in &self.failures {
-            let line = format!("  {} {}:{}: {}", f.method, f.host, f.port, f.message);
-            match seen.iter_mut().find(|(l, _)| *l == line) {
-                Some((_, n)) => *n += 1,
-                None => seen.push((line, 1)),
-            }
-        }
-        const SHOWN: usize = 20;
-        for (line, n) in seen.iter().take(SHOWN) {
-            out.push_str(line);
-            if *n > 1 {
-                out.push_str(&format!(" x{n}"));
-            }
-            out.push('\n');
-        }
-        if seen.len() > SHOWN {
-            out.push_str(&format!("  … and {} more\n", seen.len() - SHOWN));
-        }
+        out.push_str(&counted_lines(self.failures.iter().map(|f| {
+            format!("  {} {}:{}: {}", f.method, f.host, f.port, f.message)
+        })));
         out
     }
+}
+
+/// Summary lines, each once in first-seen order with ` xN` when repeated; the first 20, then
+/// how many more.
+fn counted_lines(lines: impl Iterator<Item = String>) -> String {
+    const SHOWN: usize = 20;
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for line in lines {
+        match seen.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((line, 1)),
+        }
+    }
+    let mut out = String::new();
+    for (line, n) in seen.iter().take(SHOWN) {
+        out.push_str(line);
+        if *n > 1 {
+            out.push_str(&format!(" x{n}"));
+        }
+        out.push('\n');
+    }
+    if seen.len() > SHOWN {
+        out.push_str(&format!("  … and {} more\n", seen.len() - SHOWN));
+    }
+    out
 }
 
 #[cfg(test)]
