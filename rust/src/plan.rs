@@ -2137,10 +2137,21 @@ fn protect_paths(
 /// `bin/x` → `../lib/node_modules/x/cli.js`) protects that directory, which holds what the
 /// program loads, unless it is `$HOME`, above it or straight in it (then the file alone).
 /// Only targets inside `roots` (the read-write roots `PATH` protection applies to) count. At
-/// most 4096 entries per directory are looked at.
+/// most 4096 entries per directory are looked at, each directory once; the system's bin
+/// directories (`tools::SYSTEM_DIRS`) are not (their links are the package manager's).
 fn path_link_targets(dirs: &[PathBuf], home: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = std::collections::BTreeSet::new();
+    // The system's own bin directories are the package manager's (hundreds of links each,
+    // into the system or the store): skipped, so a start does not pay for resolving them.
+    let system: Vec<PathBuf> = crate::tools::SYSTEM_DIRS
+        .iter()
+        .map(|d| crate::session::canonical_lenient(Path::new(d)))
+        .collect();
+    let mut done = std::collections::BTreeSet::new();
     for dir in dirs {
+        if system.contains(dir) || !done.insert(dir) {
+            continue;
+        }
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
