@@ -15,15 +15,8 @@ export NIX_PATH=nixpkgs=$repo/tests/nix/host-pkgs
 export AGENT_SANDBOX_HELPER_BIN=${AGENT_SANDBOX_HELPER_BIN:-$repo/rust/target/debug/agent-sandbox}
 # Builds copy host files (no build sandbox); nothing can be substituted here.
 nixopts=(--option sandbox false --option substituters "")
-failed=0
-
-pass() { echo "PASS nix-build/$1"; }
-fail() {
-  echo "FAIL nix-build/$1"
-  [ $# -lt 2 ] || printf '%s\n' "$2" | sed 's/^/    /'
-  failed=1
-}
-skip() { echo "SKIP nix-build/$1 ($2)"; }
+# shellcheck source=report.sh
+source "$here/report.sh"
 
 if [ "$(id -u)" != 0 ]; then
   skip all "not root: building needs a local Nix store (run scripts/test-nix as root)"

@@ -20,15 +20,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export AGENT_SANDBOX_HELPER_BIN=${AGENT_SANDBOX_HELPER_BIN:-$repo/rust/target/debug/agent-sandbox}
-failed=0
-
-pass() { echo "PASS nix-build/$1"; }
-fail() {
-  echo "FAIL nix-build/$1"
-  [ $# -lt 2 ] || printf '%s\n' "$2" | sed 's/^/    /'
-  failed=1
-}
-skip() { echo "SKIP nix-build/$1 ($2)"; }
+# shellcheck source=report.sh
+source "$here/report.sh"
 check() { # NAME WANT GOT
   if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected:"$'\n'"$2"$'\n'"got:"$'\n'"$3"; fi
 }
