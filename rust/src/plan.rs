@@ -2149,6 +2149,19 @@ fn path_link_targets(dirs: &[PathBuf], home: &Path, roots: &[PathBuf]) -> Vec<Pa
             if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
                 continue;
             }
+            // A chain: what the link names is a link again, which the agent could repoint if
+            // it lies in a read-write path. Its lexical path goes to the protection's walk,
+            // which refuses a link in a writable directory and keeps what it resolves to
+            // read-only otherwise (regression: only the chain's end was kept, so the agent
+            // repointed `~/.local/share/tool/current` and the host ran its script).
+            if let Ok(hop) = std::fs::read_link(&link) {
+                // Absolute, so that a target spelled `~/…` is not read as the home.
+                let hop = normalize(&dir.join(hop).to_string_lossy(), dir, home);
+                if std::fs::symlink_metadata(&hop).is_ok_and(|m| m.file_type().is_symlink()) {
+                    out.insert(hop);
+                    continue;
+                }
+            }
             let Ok(target) = std::fs::canonicalize(&link) else {
                 continue;
             };

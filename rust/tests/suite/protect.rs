@@ -328,3 +328,53 @@ fn what_a_link_on_path_leads_to_stays_read_only() {
     assert_eq!(o.stdout, "granted\n", "{o:?}");
     assert_eq!(read(&version.join("lib.js")), "updated\n");
 }
+
+/// A link on the caller's PATH that leads through a second link in a read-write path: the
+/// agent must not be able to repoint that second link at a program of its own, which the host
+/// would then run as `mytool`. Regression: only the chain's end (and its directory) was kept
+/// read-only, so `ln -sfn ../evil/x ~/.local/share/mytool/current` made the host run the
+/// agent's script. The launch is refused (the link cannot be held), naming it;
+/// rwHostConfig grants it.
+#[test]
+fn a_link_chain_from_path_through_a_read_write_path_is_refused() {
+    let f = Fixture::new();
+    let versions = f.home.join(".local/share/mytool/versions");
+    std::fs::create_dir_all(&versions).unwrap();
+    std::fs::create_dir_all(f.home.join(".local/bin")).unwrap();
+    std::fs::write(versions.join("1.0"), "#!/bin/sh\necho real\n").unwrap();
+    let current = f.home.join(".local/share/mytool/current");
+    std::os::unix::fs::symlink("versions/1.0", &current).unwrap();
+    std::os::unix::fs::symlink("../share/mytool/current", f.home.join(".local/bin/mytool"))
+        .unwrap();
+    let path = format!("/usr/bin:/bin:{}/.local/bin", f.home.display());
+    let script = "mkdir -p ~/.local/share/evil && echo 'echo PWNED' > ~/.local/share/evil/x; \
+                  ln -sfn ../evil/x ~/.local/share/mytool/current && echo REPOINTED; echo done";
+    let mut c = f.sh(&["--no-network", "--rw", "~/.local"], script);
+    c.env("PATH", &path);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(!o.stdout.contains("REPOINTED"), "{o:?}");
+    assert!(
+        o.stderr
+            .contains(&format!("{} is a symlink", current.display())),
+        "{o:?}"
+    );
+    assert_eq!(
+        std::fs::read_link(&current).unwrap(),
+        std::path::Path::new("versions/1.0")
+    );
+    // The allowed counterpart: granted with rwHostConfig, the link can be changed.
+    let mut c = f.sh(
+        &[
+            "--no-network",
+            "--rw",
+            "~/.local",
+            "--rw-host-config",
+            "~/.local/share/mytool",
+        ],
+        "ln -sfn versions/2.0 ~/.local/share/mytool/current && echo granted",
+    );
+    c.env("PATH", &path);
+    let o = run(c);
+    assert_eq!(o.stdout, "granted\n", "{o:?}");
+}
