@@ -2057,6 +2057,12 @@ fn protect_paths(
     // Only read-write roots can hold what must be kept (and the scan costs a little).
     if !req.path_roots.is_empty() {
         req.path_targets = path_link_targets(&req.path_dirs, &host.home, &req.path_roots);
+        // Regression: with `--rw` on the directory it is installed in (not on PATH), the agent
+        // replaced agent-sandbox-init, which the next launch ran as the namespace holder.
+        req.own_exes = std::iter::once(&host.helper_exe)
+            .chain(&host.init_exe)
+            .cloned()
+            .collect();
     }
     let lstat = |p: &Path| match std::fs::symlink_metadata(p) {
         Ok(m) if m.file_type().is_symlink() => std::fs::read_link(p).map_or(Node::File, Node::Link),

@@ -378,3 +378,48 @@ fn a_link_chain_from_path_through_a_read_write_path_is_refused() {
     let o = run(c);
     assert_eq!(o.stdout, "granted\n", "{o:?}");
 }
+
+/// agent-sandbox's own executables in a declared read-write path stay read-only: the next
+/// launch runs them on the host, the init also as the namespace holder outside any sandbox.
+/// Regression: with `--rw` on the directory it was installed in (not on PATH), the agent
+/// replaced agent-sandbox-init and the next launch ran its script unconfined.
+#[test]
+fn the_launchers_own_executables_stay_read_only() {
+    let f = Fixture::new();
+    let tools = f.home.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let here = bin();
+    for name in ["agent-sandbox", "agent-sandbox-init"] {
+        std::fs::copy(here.with_file_name(name), tools.join(name)).unwrap();
+    }
+    let init = tools.join("agent-sandbox-init");
+    let before = std::fs::metadata(&init).unwrap().len();
+    let script = "printf '#!/bin/sh\\necho pwned\\n' > ~/tools/new && chmod +x ~/tools/new; \
+                  mv ~/tools/new ~/tools/agent-sandbox-init 2>/dev/null && echo REPLACED-INIT; \
+                  echo x >> ~/tools/agent-sandbox-init 2>/dev/null && echo APPENDED-INIT; \
+                  cp ~/tools/agent-sandbox ~/tools/x 2>/dev/null; \
+                  mv ~/tools/x ~/tools/agent-sandbox 2>/dev/null && echo REPLACED-HELPER; \
+                  mv ~/tools ~/moved 2>/dev/null && echo MOVED; \
+                  echo y > ~/tools/other && echo other-ok";
+    let mut c = f.sh(&["--no-network", "--rw", "~/tools"], script);
+    c.env("PATH", "/usr/bin:/bin");
+    c.env("AGENT_SANDBOX_BIN", tools.join("agent-sandbox"));
+    let mut c2 = std::process::Command::new(tools.join("agent-sandbox"));
+    c2.args(c.get_args());
+    c2.env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            c2.env(k, v);
+        }
+    }
+    c2.current_dir(&f.proj);
+    let o = run(c2);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "other-ok\n", "{o:?}");
+    assert_eq!(std::fs::metadata(&init).unwrap().len(), before);
+    assert!(
+        o.stderr
+            .contains(&format!("{} (agent-sandbox itself", init.display())),
+        "{o:?}"
+    );
+}
