@@ -2057,6 +2057,12 @@ fn protect_paths(
     // Only read-write roots can hold what must be kept (and the scan costs a little).
     if !req.path_roots.is_empty() {
         req.path_targets = path_link_targets(&req.path_dirs, &host.home, &req.path_roots);
+        // Regression: with `--rw` on the directory it is installed in (not on PATH), the agent
+        // replaced agent-sandbox-init, which the next launch ran as the namespace holder.
+        req.own_exes = std::iter::once(&host.helper_exe)
+            .chain(&host.init_exe)
+            .cloned()
+            .collect();
     }
     let lstat = |p: &Path| match std::fs::symlink_metadata(p) {
         Ok(m) if m.file_type().is_symlink() => std::fs::read_link(p).map_or(Node::File, Node::Link),
@@ -2159,6 +2165,19 @@ fn path_link_targets(dirs: &[PathBuf], home: &Path, roots: &[PathBuf]) -> Vec<Pa
             let link = e.path();
             if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
                 continue;
+            }
+            // A chain: what the link names is a link again, which the agent could repoint if
+            // it lies in a read-write path. Its lexical path goes to the protection's walk,
+            // which refuses a link in a writable directory and keeps what it resolves to
+            // read-only otherwise (regression: only the chain's end was kept, so the agent
+            // repointed `~/.local/share/tool/current` and the host ran its script).
+            if let Ok(hop) = std::fs::read_link(&link) {
+                // Absolute, so that a target spelled `~/…` is not read as the home.
+                let hop = normalize(&dir.join(hop).to_string_lossy(), dir, home);
+                if std::fs::symlink_metadata(&hop).is_ok_and(|m| m.file_type().is_symlink()) {
+                    out.insert(hop);
+                    continue;
+                }
             }
             let Ok(target) = std::fs::canonicalize(&link) else {
                 continue;

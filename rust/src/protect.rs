@@ -198,6 +198,9 @@ pub const HOST_CONFIG: &[HostConfig] = &[
 pub const ON_PATH: &str = "on your PATH: your shell runs what is planted there";
 pub const LINKED_FROM_PATH: &str =
     "a program on your PATH links to it: your shell runs what is changed there";
+/// Why agent-sandbox's own executables are kept.
+pub const OWN_EXE: &str =
+    "agent-sandbox itself: the next launch runs it on your host, outside any sandbox";
 
 /// What `lstat` finds at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,6 +261,10 @@ pub struct Request {
     /// What the links in those directories lead to (the program, or its version or package
     /// directory), resolved: kept read-only in `path_roots` like the directories themselves.
     pub path_targets: Vec<PathBuf>,
+    /// agent-sandbox's own executables (the helper, the init): the next launch runs them on
+    /// the host, the init also as the namespace holder outside any sandbox. Kept read-only in
+    /// `path_roots` like `path_targets`.
+    pub own_exes: Vec<PathBuf>,
     /// `rwHostConfig`: kept writable, with everything below (lexical and resolved forms).
     pub exempt: Vec<PathBuf>,
 }
@@ -370,6 +377,11 @@ pub fn plan(req: &Request, lstat: &dyn Fn(&Path) -> Node) -> Result<Protected, S
             req.path_targets
                 .iter()
                 .map(|t| (t.clone(), Hold::File, LINKED_FROM_PATH, &req.path_roots)),
+        )
+        .chain(
+            req.own_exes
+                .iter()
+                .map(|t| (t.clone(), Hold::File, OWN_EXE, &req.path_roots)),
         );
     let exempt = |p: &Path| req.exempt.iter().any(|e| p.starts_with(e));
     for (lexical, hold, why, roots) in table.chain(path) {

@@ -328,3 +328,98 @@ fn what_a_link_on_path_leads_to_stays_read_only() {
     assert_eq!(o.stdout, "granted\n", "{o:?}");
     assert_eq!(read(&version.join("lib.js")), "updated\n");
 }
+
+/// A link on the caller's PATH that leads through a second link in a read-write path: the
+/// agent must not be able to repoint that second link at a program of its own, which the host
+/// would then run as `mytool`. Regression: only the chain's end (and its directory) was kept
+/// read-only, so `ln -sfn ../evil/x ~/.local/share/mytool/current` made the host run the
+/// agent's script. The launch is refused (the link cannot be held), naming it;
+/// rwHostConfig grants it.
+#[test]
+fn a_link_chain_from_path_through_a_read_write_path_is_refused() {
+    let f = Fixture::new();
+    let versions = f.home.join(".local/share/mytool/versions");
+    std::fs::create_dir_all(&versions).unwrap();
+    std::fs::create_dir_all(f.home.join(".local/bin")).unwrap();
+    std::fs::write(versions.join("1.0"), "#!/bin/sh\necho real\n").unwrap();
+    let current = f.home.join(".local/share/mytool/current");
+    std::os::unix::fs::symlink("versions/1.0", &current).unwrap();
+    std::os::unix::fs::symlink("../share/mytool/current", f.home.join(".local/bin/mytool"))
+        .unwrap();
+    let path = format!("/usr/bin:/bin:{}/.local/bin", f.home.display());
+    let script = "mkdir -p ~/.local/share/evil && echo 'echo PWNED' > ~/.local/share/evil/x; \
+                  ln -sfn ../evil/x ~/.local/share/mytool/current && echo REPOINTED; echo done";
+    let mut c = f.sh(&["--no-network", "--rw", "~/.local"], script);
+    c.env("PATH", &path);
+    let o = run(c);
+    assert_eq!(o.code, 125, "{o:?}");
+    assert!(!o.stdout.contains("REPOINTED"), "{o:?}");
+    assert!(
+        o.stderr
+            .contains(&format!("{} is a symlink", current.display())),
+        "{o:?}"
+    );
+    assert_eq!(
+        std::fs::read_link(&current).unwrap(),
+        std::path::Path::new("versions/1.0")
+    );
+    // The allowed counterpart: granted with rwHostConfig, the link can be changed.
+    let mut c = f.sh(
+        &[
+            "--no-network",
+            "--rw",
+            "~/.local",
+            "--rw-host-config",
+            "~/.local/share/mytool",
+        ],
+        "ln -sfn versions/2.0 ~/.local/share/mytool/current && echo granted",
+    );
+    c.env("PATH", &path);
+    let o = run(c);
+    assert_eq!(o.stdout, "granted\n", "{o:?}");
+}
+
+/// agent-sandbox's own executables in a declared read-write path stay read-only: the next
+/// launch runs them on the host, the init also as the namespace holder outside any sandbox.
+/// Regression: with `--rw` on the directory it was installed in (not on PATH), the agent
+/// replaced agent-sandbox-init and the next launch ran its script unconfined.
+#[test]
+fn the_launchers_own_executables_stay_read_only() {
+    let f = Fixture::new();
+    let tools = f.home.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let here = bin();
+    for name in ["agent-sandbox", "agent-sandbox-init"] {
+        std::fs::copy(here.with_file_name(name), tools.join(name)).unwrap();
+    }
+    let init = tools.join("agent-sandbox-init");
+    let before = std::fs::metadata(&init).unwrap().len();
+    let script = "printf '#!/bin/sh\\necho pwned\\n' > ~/tools/new && chmod +x ~/tools/new; \
+                  mv ~/tools/new ~/tools/agent-sandbox-init 2>/dev/null && echo REPLACED-INIT; \
+                  echo x >> ~/tools/agent-sandbox-init 2>/dev/null && echo APPENDED-INIT; \
+                  cp ~/tools/agent-sandbox ~/tools/x 2>/dev/null; \
+                  mv ~/tools/x ~/tools/agent-sandbox 2>/dev/null && echo REPLACED-HELPER; \
+                  mv ~/tools ~/moved 2>/dev/null && echo MOVED; \
+                  echo y > ~/tools/other && echo other-ok";
+    let mut c = f.sh(&["--no-network", "--rw", "~/tools"], script);
+    c.env("PATH", "/usr/bin:/bin");
+    c.env("AGENT_SANDBOX_BIN", tools.join("agent-sandbox"));
+    let mut c2 = std::process::Command::new(tools.join("agent-sandbox"));
+    c2.args(c.get_args());
+    c2.env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            c2.env(k, v);
+        }
+    }
+    c2.current_dir(&f.proj);
+    let o = run(c2);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert_eq!(o.stdout, "other-ok\n", "{o:?}");
+    assert_eq!(std::fs::metadata(&init).unwrap().len(), before);
+    assert!(
+        o.stderr
+            .contains(&format!("{} (agent-sandbox itself", init.display())),
+        "{o:?}"
+    );
+}
